@@ -1,0 +1,3 @@
+from tiny_agent.cli import main
+
+main()

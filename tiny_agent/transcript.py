@@ -23,30 +23,30 @@ StopReason = Literal["stop", "toolUse", "length"]
 STOP_REASONS: Final = frozenset(("stop", "toolUse", "length"))
 
 
-class FunctionCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class FunctionCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
     name: str
     arguments: str
     """The provider's argument text, kept verbatim (it may not even be JSON)."""
 
 
-class ToolCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class ToolCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
     id: str
     type: Literal["function"]
     function: FunctionCall
 
 
-class SystemMessage(msgspec.Struct, tag_field="role", tag="system", forbid_unknown_fields=True, frozen=True):
+class SystemMessage(msgspec.Struct, tag_field="role", tag="system", forbid_unknown_fields=True, frozen=True, gc=False):
     """Only ever sent to a provider; journals carry the system prompt as a digest."""
 
     content: str
 
 
-class UserMessage(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, frozen=True):
+class UserMessage(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, frozen=True, gc=False):
     content: str
 
 
 class AssistantMessage(
-    msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, frozen=True
+    msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, frozen=True, gc=False
 ):
     content: str | None
     tool_calls: list[ToolCall] | UnsetType = UNSET
@@ -57,7 +57,7 @@ class AssistantMessage(
         return [] if self.tool_calls is UNSET else self.tool_calls
 
 
-class ToolMessage(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, frozen=True):
+class ToolMessage(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, frozen=True, gc=False):
     content: str
     tool_call_id: str
 
@@ -69,7 +69,7 @@ ChatMessage = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage]
 """A message a Chat Completions request may carry."""
 
 
-class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
     """Provider-reported tokens for one physical request (or one tool run)."""
 
     input: int = 0

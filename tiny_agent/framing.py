@@ -1,0 +1,133 @@
+"""Bytes to JSON values under the journal's strict profile (session-v2 §2-§3).
+
+Pure.  The hot path is msgspec: it already rejects everything the profile
+forbids (BOM, NaN, bad escapes, raw control characters, lone surrogate
+escapes, invalid UTF-8 inside strings) except one thing: duplicate object
+keys, which it resolves last-wins.  Re-encoding the decoded value gives back
+the exact line whenever the line is in compact form with msgspec's escaping,
+which is what our writer (and most JSON writers) produce; a line that
+round-trips cannot hide a duplicate key, because the re-encoded text has each
+key once.  Only lines that do not round-trip pay for a second, duplicate-aware
+parse.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import msgspec
+
+LF: Final = 0x0A
+CR: Final = 0x0D
+
+
+class ProfileViolation(Exception):
+    """A line that is not exactly one JSON value under the profile (→ MALFORMED_JSON)."""
+
+
+class LineDecoder:
+    """Decodes journal lines; owns the scratch buffer the round-trip check re-encodes into."""
+
+    def __init__(self) -> None:
+        self._decode = msgspec.json.Decoder().decode
+        self._encode_into = msgspec.json.Encoder().encode_into
+        self._scratch = bytearray()
+
+    def decode(self, line: bytes) -> Any:
+        """Decode one journal line, rejecting anything outside the JSON profile."""
+        try:
+            value = self._decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            return _decode_outside_msgspec(line, error)
+        scratch = self._scratch
+        self._encode_into(value, scratch)
+        if scratch != line:
+            _reject_duplicate_keys(line)
+        return value
+
+
+def decode_line(line: bytes) -> Any:
+    """Decode one line (see :class:`LineDecoder`, which is cheaper for many lines)."""
+    return LineDecoder().decode(line)
+
+
+def _decode_outside_msgspec(line: bytes, error: Exception) -> Any:
+    """Settle the few lines msgspec refuses although RFC 8259 allows them.
+
+    msgspec refuses numbers beyond a double's range (``1e400``); the profile
+    accepts them as JSON (they are then simply not integers).  Everything else
+    msgspec refuses is malformed for us too, and the strict stdlib parse below
+    confirms it.
+    """
+    try:
+        text = line.decode("utf-8")
+        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProfileViolation(f"not valid JSON ({error})") from None
+    _reject_lone_surrogates(value)
+    return value
+
+
+def _reject_duplicate_keys(line: bytes) -> None:
+    try:
+        json.loads(line, object_pairs_hook=_unique_object, parse_constant=_no_constant)
+    except ValueError as error:
+        raise ProfileViolation(str(error)) from None
+    except RecursionError:
+        raise ProfileViolation("JSON nested too deeply") from None
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f'duplicate object key "{key}"')
+            seen.add(key)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _reject_lone_surrogates(value: Any) -> None:
+    """The stdlib decodes ``"\\ud800"`` to a lone surrogate; the profile forbids it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            _check_scalar_values(item)
+        elif type(item) is list:
+            stack.extend(item)
+        elif type(item) is dict:
+            for key, member in item.items():
+                _check_scalar_values(key)
+                stack.append(member)
+
+
+def _check_scalar_values(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProfileViolation("string holds a lone surrogate") from None
+
+
+def find_encoded_surrogate(data: bytes, start: int, end: int) -> int:
+    """Offset of the first UTF-8-style encoded surrogate (ED A0..BF 80..BF) in ``data[start:end]``, or -1."""
+    position = data.find(b"\xed", start, end)
+    while position != -1:
+        if position + 2 < end and 0xA0 <= data[position + 1] <= 0xBF and 0x80 <= data[position + 2] <= 0xBF:
+            return position
+        position = data.find(b"\xed", position + 1, end)
+    return -1
+
+
+def is_utf8(data: bytes, start: int, end: int) -> bool:
+    try:
+        memoryview(data)[start:end].tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

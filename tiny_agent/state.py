@@ -1,0 +1,164 @@
+"""The reduced state of a session: what the fold rebuilds from a journal.
+
+``SessionState.to_json()`` is exactly the conformance shape of session-v2 §14.
+Besides it, the state carries a typed index of every applied entry and the
+context boundary, which recovery planning and audit need but the conformance
+shape leaves out.
+
+These objects are owned by the fold (:mod:`tiny_agent.reducer`) and advance
+with it; treat them as read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.transcript import AssistantMessage, Message, StopReason, Usage
+
+StepKind = Literal["assistant", "compaction"]
+StepStatus = Literal["attempting", "settled", "failed"]
+ReplayPolicy = Literal["safe", "never"]
+ToolCallStatus = Literal["pending", "completed"]
+
+
+class Header(msgspec.Struct, frozen=True):
+    id: str
+    createdAt: int
+    cwd: str
+    provider: str
+    model: str
+    environmentIdentity: str
+
+
+class ToolDigest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    definitionDigest: str
+
+
+class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a model request depends on, minus secrets, paths and clocks (session-v2 §13.1)."""
+
+    model: str
+    systemPromptDigest: str
+    tools: list[ToolDigest]
+    adapterIdentity: str
+    routingIdentity: str
+    outputOptionsDigest: str
+
+
+class Step(msgspec.Struct):
+    """The latest attempt of an operation's latest step."""
+
+    operationId: str
+    stepId: str
+    attemptId: str
+    attempt: int
+    stepKind: StepKind
+    status: StepStatus
+    contextThroughEntryId: str
+    configurationSnapshot: ConfigurationSnapshot
+    configurationDigest: str
+    settledEntryId: str | UnsetType = UNSET
+    stopReason: StopReason | UnsetType = UNSET
+    rawId: str | UnsetType = UNSET
+    """v3: the ``raw`` fact holding the provider's response to this attempt, once it landed."""
+
+
+class ToolCallState(msgspec.Struct):
+    operationId: str
+    toolStartedId: str
+    stepId: str
+    assistantEntryId: str
+    toolIndex: int
+    toolCallId: str
+    toolName: str
+    arguments: dict[str, Any]
+    replay: ReplayPolicy
+    replayKey: str
+    environmentIdentity: str
+    resultEntryId: str
+    status: ToolCallStatus
+
+
+class IdleOperation(msgspec.Struct, tag_field="kind", tag="idle", frozen=True):
+    pass
+
+
+class RunOperation(msgspec.Struct, tag_field="kind", tag="run"):
+    operationId: str
+    inputEntryId: str
+    toolCalls: list[ToolCallState]
+    abortRequested: bool = False
+    step: Step | UnsetType = UNSET
+
+
+class CompactionOperation(msgspec.Struct, tag_field="kind", tag="compaction"):
+    operationId: str
+    inputThroughEntryId: str
+    resultEntryId: str
+    abortRequested: bool = False
+    step: Step | UnsetType = UNSET
+
+
+Operation = Union[IdleOperation, RunOperation, CompactionOperation]
+
+IDLE: IdleOperation = IdleOperation()
+
+
+class EntryRecord(msgspec.Struct, gc=False):
+    """Where an applied entry sits and what it settled; internal index, not conformance output."""
+
+    id: str
+    position: int
+    """Index in the entry order (all entries, messages and compactions)."""
+    message: Message | None
+    """None for a compaction entry."""
+    transcriptIndex: int
+    """Index in ``transcript``; -1 for a compaction entry."""
+    operationId: str | None = None
+    stepId: str | None = None
+    attemptId: str | None = None
+    stopReason: StopReason | None = None
+    timestamp: int = 0
+
+
+class SessionState(msgspec.Struct):
+    header: Header
+    version: int
+    transcript: list[Message]
+    activeContext: list[Message]
+    usage: Usage
+    operation: Operation
+    repairedLength: int
+    factCount: int = 0
+    contextBoundary: str | None = None
+    """ID of the last message the next step must see (session-v2 §15)."""
+    entries: dict[str, EntryRecord] = msgspec.field(default_factory=dict)
+    sealed: bool = False
+    """v3: the last committed line is a seal-only line (a clean close), so every byte is covered."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The conformance shape of session-v2 §14 (no version, no internal index)."""
+        return {
+            "header": msgspec.to_builtins(self.header),
+            "transcript": msgspec.to_builtins(self.transcript),
+            "activeContext": msgspec.to_builtins(self.activeContext),
+            "usage": msgspec.to_builtins(self.usage),
+            "operation": msgspec.to_builtins(self.operation),
+            "repairedLength": self.repairedLength,
+        }
+
+    def settled_assistant(self) -> tuple[EntryRecord, AssistantMessage] | None:
+        """The entry and message that settled the current run step, if it is settled."""
+        operation = self.operation
+        if type(operation) is not RunOperation or operation.step is UNSET:
+            return None
+        step = operation.step
+        if step.status != "settled" or step.settledEntryId is UNSET:
+            return None
+        record = self.entries[step.settledEntryId]
+        assert type(record.message) is AssistantMessage
+        return record, record.message

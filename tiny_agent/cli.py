@@ -46,6 +46,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _commands() -> None:
+    """An event-sourced session journal for LLM agents: run, replay, audit and resume sessions."""
+
+
 def fail(message: str, exit_code: int) -> NoReturn:
     raise CliError(message, exit_code)
 
@@ -54,11 +59,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
     try:
         result = app(args=argv, prog_name="tiny-agent", standalone_mode=False)
     except typer.TyperException as error:
-        _die(f"usage: {error.format_message()} (see 'tiny-agent --help')", EXIT_USAGE)
+        _die(f"USAGE: {error.format_message()} (see 'tiny-agent --help')", EXIT_USAGE)
     except CliError as error:
         _die(str(error), error.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        _die("interrupted", EXIT_INTERRUPTED)
+        _die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); nothing left to say to it.
         _quiet_stdout()
@@ -66,15 +71,96 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except Exception as error:  # the last line of defence: never show a traceback
         if os.environ.get("TINY_AGENT_DEBUG"):
             raise
-        _die(f"internal error: {type(error).__name__}: {error} (set TINY_AGENT_DEBUG=1 for details)", EXIT_INTERNAL)
+        _die(f"INTERNAL: {type(error).__name__}: {error} (a bug; set TINY_AGENT_DEBUG=1 for details)", EXIT_INTERNAL)
     sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
 def _die(message: str, exit_code: int) -> NoReturn:
-    print(f"tiny-agent: {message}", file=sys.stderr)
+    # One line, a label first (an error code, or NOT_FOUND, USAGE, ...), so
+    # scripts can match on it.
+    print(message.replace("\n", " "), file=sys.stderr)
     sys.exit(exit_code)
 
 
 def _quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+# --------------------------------------------------------------------------
+# Shared option types and helpers
+# --------------------------------------------------------------------------
+
+SessionsDirOption = typer.Option(
+    None,
+    "--sessions-dir",
+    help="Where sessions live (default: $TINY_AGENT_SESSIONS_DIR, else ./sessions).",
+    show_default=False,
+)
+
+
+def _resolve(reference: str, sessions_dir: str | None):  # -> Path
+    from tiny_agent.store import AmbiguousSession, SessionNotFound, resolve_session, sessions_dir as directory_of
+
+    try:
+        return resolve_session(reference, directory_of(sessions_dir))
+    except SessionNotFound as error:
+        fail(f"NOT_FOUND: {error}", EXIT_NO_INPUT)
+    except AmbiguousSession as error:
+        fail(f"USAGE: {error}", EXIT_USAGE)
+
+
+def _print_json(value: object) -> None:
+    import msgspec
+
+    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+
+
+# --------------------------------------------------------------------------
+# replay
+# --------------------------------------------------------------------------
+
+
+@app.command()
+def replay(
+    session: str = typer.Argument(..., help="A journal path, a session id, or a unique prefix of one."),
+    as_json: bool = typer.Option(False, "--json", help="Print the reduced state in the conformance shape."),
+    messages: bool = typer.Option(False, "--messages", help="Print the Chat Completions messages the model sees next."),
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Rebuild a session from its journal and show the transcript (or the state, or the next messages)."""
+    from tiny_agent.errors import CorruptionError
+    from tiny_agent.journal import read_journal
+
+    if as_json and messages:
+        fail("USAGE: --json and --messages are exclusive", EXIT_USAGE)
+    path = _resolve(session, sessions_dir)
+    try:
+        state = read_journal(path)
+    except CorruptionError as error:
+        if as_json:
+            _print_json({"ok": False, "error": error.to_json()})
+        fail(f"{error} [{path}]", EXIT_CORRUPT)
+    except IsADirectoryError:
+        fail(f"NOT_FOUND: {path} is a directory, not a journal", EXIT_NO_INPUT)
+    except FileNotFoundError:
+        fail(f"NOT_FOUND: {path}: no such file", EXIT_NO_INPUT)
+    except OSError as error:
+        fail(f"IO_ERROR: {path}: {error.strerror or error}", EXIT_NO_INPUT)
+    if as_json:
+        _print_json({"ok": True, "state": state.to_json()})
+    elif messages:
+        _print_json(state.activeContext)
+    else:
+        _print_human(state, path)
+
+
+def _print_human(state, path) -> None:  # type: ignore[no-untyped-def]
+    from tiny_agent.render import footer_lines, transcript_lines
+
+    size = path.stat().st_size
+    out = sys.stdout
+    for line in transcript_lines(state):
+        out.write(line + "\n")
+    for line in footer_lines(state, size):
+        out.write(line + "\n")

@@ -1450,7 +1450,7 @@ def reduce_bytes(data: bytes) -> SessionState:
     return reduce_chunks((data,))
 
 
-def reduce_chunks(chunks: Iterable[bytes]) -> SessionState:
+def reduce_chunks(chunks: Iterable[bytes], fold: Fold | None = None) -> SessionState:
     """Reduce a journal given as consecutive byte chunks (a file read in pieces).
 
     Only complete lines are folded; bytes after the last LF are the torn tail
@@ -1459,9 +1459,10 @@ def reduce_chunks(chunks: Iterable[bytes]) -> SessionState:
     once a line has failed: a line that msgspec decodes has proven its own
     bytes to be well-formed UTF-8 without surrogates, so a journal whose every
     line decodes needs no separate pass.
+
+    Pass ``fold`` to keep folding after the last line (a writer does).
     """
-    fold = Fold()
-    splitter = _LineSplitter(fold)
+    splitter = _LineSplitter(Fold() if fold is None else fold)
     for chunk in chunks:
         splitter.feed(chunk)
     return splitter.finish()

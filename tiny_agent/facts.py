@@ -1,0 +1,282 @@
+"""Journal facts as typed Structs: what a writer builds and encodes into lines.
+
+One Struct per fact kind, entry shape and record type of session-v2, plus the
+v3 ``raw`` and ``seal`` facts.  Field names are the journal's own; every
+Struct forbids unknown fields and omits UNSET optional members, so encoding a
+fact gives exactly the member set the reducer accepts.  The reducer itself
+reads untrusted lines rule by rule (see :mod:`tiny_agent.reducer`); these
+types are the writing side of the same contract, and the tests hold the two
+together (everything encoded from these Structs reduces).
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.state import ConfigurationSnapshot, ReplayPolicy, StepKind
+from tiny_agent.transcript import (
+    AssistantMessage,
+    Message,
+    StopReason,
+    SyntheticReason,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+Outcome = Literal["completed", "aborted", "failed"]
+Completion = Literal["normal", "truncated"]
+AbortPhase = Literal["model", "tool", "compact"]
+OperationKind = Literal["run", "compaction"]
+
+# kw_only lets the envelope (seq, id, timestamp) come first although seq and
+# timestamp have defaults; UNSET members are never encoded, which is how an
+# optional member stays absent.
+_closed = {"forbid_unknown_fields": True, "kw_only": True}
+
+
+class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", **_closed):
+    version: int
+    id: str
+    createdAt: int
+    cwd: str
+    provider: str
+    model: str
+    environmentIdentity: str
+
+
+# -- entries ----------------------------------------------------------------
+
+
+class UserEntry(msgspec.Struct, **_closed):
+    type: Literal["message"] = "message"
+    message: UserMessage
+
+
+class AssistantEntry(msgspec.Struct, **_closed):
+    type: Literal["message"] = "message"
+    stepId: str
+    attemptId: str
+    stopReason: StopReason
+    message: AssistantMessage
+
+
+class ToolResult(msgspec.Struct, **_closed):
+    type: Literal["success", "error", "synthetic"]
+    reason: SyntheticReason | UnsetType = UNSET
+
+
+class StartedToolResultEntry(msgspec.Struct, **_closed):
+    """The outcome of a call announced by ``toolStarted``; its fact id is the reserved ``resultEntryId``."""
+
+    type: Literal["message"] = "message"
+    stepId: str
+    toolStartedId: str
+    toolName: str
+    message: ToolMessage
+    result: ToolResult
+
+
+class PreExecutionResultEntry(msgspec.Struct, **_closed):
+    """A call answered without being executed (invalid arguments, unknown tool, truncated, aborted)."""
+
+    type: Literal["message"] = "message"
+    stepId: str
+    assistantEntryId: str
+    toolIndex: int
+    toolName: str
+    message: ToolMessage
+    result: ToolResult
+
+
+class RetainedMessage(msgspec.Struct, **_closed):
+    sourceEntryId: str
+    message: Message
+
+
+class CompactionEntry(msgspec.Struct, **_closed):
+    type: Literal["compaction"] = "compaction"
+    operationId: str
+    summary: str
+    compactedThroughEntryId: str
+    retainedTail: list[RetainedMessage]
+
+
+Entry = Union[UserEntry, AssistantEntry, StartedToolResultEntry, PreExecutionResultEntry, CompactionEntry]
+
+
+# -- records ----------------------------------------------------------------
+
+
+class ErrorInfo(msgspec.Struct, **_closed):
+    code: str
+    message: str
+
+
+class RunStarted(msgspec.Struct, tag_field="type", tag="runStarted", **_closed):
+    operationId: str
+    operationKind: Literal["run"] = "run"
+    inputEntryId: str
+
+
+class CompactionStarted(msgspec.Struct, tag_field="type", tag="compactionStarted", **_closed):
+    operationId: str
+    operationKind: Literal["compaction"] = "compaction"
+    inputThroughEntryId: str
+    resultEntryId: str
+    compactedEntryIds: list[str]
+    retainedEntryIds: list[str]
+    sourceDigest: str
+
+
+class StepAttempt(msgspec.Struct, tag_field="type", tag="stepAttempt", **_closed):
+    operationId: str
+    stepId: str
+    attemptId: str
+    stepKind: StepKind
+    attempt: int
+    contextThroughEntryId: str
+    configurationSnapshot: ConfigurationSnapshot
+    configurationDigest: str
+
+
+class StepFailed(msgspec.Struct, tag_field="type", tag="stepFailed", **_closed):
+    operationId: str
+    stepId: str
+    attemptId: str
+    error: ErrorInfo
+
+
+class ToolStarted(msgspec.Struct, tag_field="type", tag="toolStarted", **_closed):
+    operationId: str
+    stepId: str
+    assistantEntryId: str
+    toolIndex: int
+    toolCallId: str
+    toolName: str
+    arguments: dict[str, Any]
+    replay: ReplayPolicy
+    replayKey: str
+    environmentIdentity: str
+    resultEntryId: str
+
+
+class AbortRequested(msgspec.Struct, tag_field="type", tag="abortRequested", **_closed):
+    operationId: str
+    operationKind: OperationKind
+    phase: AbortPhase
+    toolCallId: str | UnsetType = UNSET
+    reason: Literal["escape"] = "escape"
+
+
+class OperationFinished(msgspec.Struct, tag_field="type", tag="operationFinished", **_closed):
+    operationId: str
+    operationKind: OperationKind
+    outcome: Outcome
+    completion: Completion | UnsetType = UNSET
+    finalEntryId: str | UnsetType = UNSET
+    error: ErrorInfo | UnsetType = UNSET
+
+
+Record = Union[
+    RunStarted, CompactionStarted, StepAttempt, StepFailed, ToolStarted, AbortRequested, OperationFinished
+]
+
+
+# -- facts ------------------------------------------------------------------
+#
+# Field order is the order people expect when they open a journal: kind (the
+# tag, which msgspec writes first), seq, id, timestamp, then the body.
+# ``seq`` and ``timestamp`` are stamped by the writer when it commits a
+# transaction; ``id`` is chosen by whoever builds the fact, because other facts
+# of the same transaction (or records that reserved it) may need to name it.
+
+
+class EntryFact(msgspec.Struct, tag_field="kind", tag="entry", **_closed):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    entry: Entry
+
+
+class RecordFact(msgspec.Struct, tag_field="kind", tag="record", **_closed):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    record: Record
+
+
+class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", **_closed):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    operationId: str
+    attemptId: str | UnsetType = UNSET
+    toolStartedId: str | UnsetType = UNSET
+    usage: Usage
+
+
+class RawResponse(msgspec.Struct, **_closed):
+    """A provider response exactly as received: text body, or base64 when it is not UTF-8."""
+
+    status: int
+    contentType: str | None
+    body: str | UnsetType = UNSET
+    bodyBase64: str | UnsetType = UNSET
+
+
+class RawFact(msgspec.Struct, tag_field="kind", tag="raw", **_closed):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    operationId: str
+    attemptId: str
+    raw: RawResponse
+
+
+class SealFact(msgspec.Struct, tag_field="kind", tag="seal", **_closed):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    chain: str
+
+
+Fact = Union[EntryFact, RecordFact, UsageFact, RawFact, SealFact]
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_transaction(facts: list[Fact]) -> bytes:
+    """A transaction line without its LF: a bare object for one fact, an array for several."""
+    if len(facts) == 1:
+        return _encoder.encode(facts[0])
+    return _encoder.encode(facts)
+
+
+def encode_header(header: HeaderLine) -> bytes:
+    return _encoder.encode(header)
+
+
+def pre_execution_result(
+    *,
+    step_id: str,
+    assistant_entry_id: str,
+    tool_index: int,
+    tool_call_id: str,
+    tool_name: str,
+    reason: SyntheticReason,
+    content: str,
+) -> PreExecutionResultEntry:
+    return PreExecutionResultEntry(
+        stepId=step_id,
+        assistantEntryId=assistant_entry_id,
+        toolIndex=tool_index,
+        toolName=tool_name,
+        message=ToolMessage(content=content, tool_call_id=tool_call_id),
+        result=ToolResult(type="synthetic", reason=reason),
+    )

@@ -388,6 +388,7 @@ class _Operation(msgspec.Struct):
 
 
 class _Configuration(msgspec.Struct, gc=False):
+    source: dict[str, Any]
     snapshot: ConfigurationSnapshot
     digest: str
     tool_names: frozenset[str]
@@ -454,7 +455,7 @@ class Fold:
         self._step_attempts: dict[str, list[_Attempt]] = {}
         self._tool_started: dict[str, ToolCallState] = {}
         self._used_pairs: set[tuple[str, int]] = set()
-        self._configurations: dict[bytes, _Configuration] = {}
+        self._configurations: dict[object, _Configuration] = {}
         self._source_digest = _SourceDigest()
         self._usage = [0, 0, 0, 0]
         self._chain: bytes = b""
@@ -1019,8 +1020,8 @@ class Fold:
                 INVALID_TRANSITION,
                 f"attempt 1 must see the context through {self.state.contextBoundary}, not {context_id}",
             )
-        configuration = self._configuration(record.get("configurationSnapshot"))
         digest = record.get("configurationDigest")
+        configuration = self._configuration(record.get("configurationSnapshot"), digest)
         if digest != configuration.digest:
             if not _is_digest(digest):
                 _fail(INVALID_FACT, "configurationDigest is not a sha256 digest")
@@ -1080,15 +1081,19 @@ class Fold:
             _fail(INVALID_TRANSITION, "attempt 2 must repeat attempt 1's configurationDigest")
         first.open = False
 
-    def _configuration(self, value: object) -> _Configuration:
-        """Validate a configuration snapshot (§13.1) and digest it (§13.2), once per distinct snapshot."""
+    def _configuration(self, value: object, claimed_digest: object) -> _Configuration:
+        """Validate a configuration snapshot (§13.1) and digest it (§13.2), once per distinct snapshot.
+
+        Sessions reuse one snapshot for step after step, so the last snapshot
+        seen under a claimed digest is remembered and an equal one (a C-level
+        dict comparison) skips validation and hashing.
+        """
         snapshot = _require_object(value, "configurationSnapshot")
-        key = msgspec.json.encode(snapshot)
-        known = self._configurations.get(key)
-        if known is not None:
+        known = self._configurations.get(claimed_digest) if type(claimed_digest) is str else None
+        if known is not None and known.source == snapshot:
             return known
         configuration = _new_configuration(snapshot)
-        self._configurations[key] = configuration
+        self._configurations[configuration.digest] = configuration
         return configuration
 
     def _step_failed(self, record: dict[str, Any], fact_id: str) -> None:
@@ -1386,7 +1391,9 @@ def _new_configuration(snapshot: dict[str, Any]) -> _Configuration:
         routingIdentity=snapshot["routingIdentity"],
         outputOptionsDigest=snapshot["outputOptionsDigest"],
     )
-    return _Configuration(snapshot=normalized, digest=sha256_digest(canonical_json(normalized)), tool_names=names)
+    return _Configuration(
+        source=snapshot, snapshot=normalized, digest=sha256_digest(canonical_json(normalized)), tool_names=names
+    )
 
 
 _COUNTERS: Final = ("input", "output", "cacheRead", "cacheWrite")

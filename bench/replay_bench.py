@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Replay throughput against a bare msgspec decode of the same bytes, measured in one run.
+
+    python bench/replay_bench.py [--sizes 10,100] [--repeat 3] [--journal PATH ...]
+
+For each size it generates a valid session v2 journal with the shared
+generator (../shared/bench/gen_v2_session.py, cached under bench/out/) and a
+sealed v3 copy of it, then measures, each in a fresh interpreter:
+
+- replay: ``tiny_agent.journal.read_journal`` (full validation and fold);
+- bare decode, keep: read the file in the same chunks, split lines, decode
+  every line with msgspec and keep the values (what any reader that rebuilds
+  state must at least do) -- the baseline of the target ratio;
+- bare decode, discard: the same, dropping each value at once (pure parse
+  speed, shown for reference);
+- peak RSS of a replay-only process.
+
+Machines are noisy: every figure is the best of ``--repeat`` runs and ratios
+only compare figures taken in the same run.  Nothing here is a pass/fail test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+SHARED = Path(os.environ.get("TINY_AGENT_SHARED", ROOT.parent / "shared"))
+GENERATOR = SHARED / "bench" / "gen_v2_session.py"
+RUNS_PER_MB = 95
+
+CHILD = r"""
+import gc, json, resource, sys, time
+import msgspec
+sys.path.insert(0, sys.argv[3])
+from tiny_agent.journal import read_journal
+
+path, mode = sys.argv[1], sys.argv[2]
+repeat = int(sys.argv[4])
+
+def chunked_lines(file):
+    rest = b""
+    while True:
+        chunk = file.read(1 << 20)
+        if not chunk:
+            return
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        yield from lines
+
+def bare(keep):
+    decode = msgspec.json.Decoder().decode
+    kept = []
+    with open(path, "rb") as file:
+        for line in chunked_lines(file):
+            value = decode(line)
+            if keep:
+                kept.append(value)
+    return len(kept)
+
+def replay():
+    return read_journal(path).factCount
+
+work = {"replay": replay, "keep": lambda: bare(True), "discard": lambda: bare(False)}[mode]
+best = float("inf")
+facts = None
+for _ in range(repeat):
+    gc.collect()
+    start = time.perf_counter()
+    result = work()
+    best = min(best, time.perf_counter() - start)
+    if mode == "replay":
+        facts = result
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"seconds": best, "facts": facts, "rss": rss}))
+"""
+
+
+def measure(path: Path, mode: str, repeat: int) -> dict:
+    output = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), mode, str(ROOT), str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(output)
+
+
+def generate_v2(megabytes: int) -> Path:
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"session-{megabytes}mb-v2.jsonl"
+    if not path.exists():
+        runs = max(1, megabytes * RUNS_PER_MB)
+        subprocess.run(
+            [sys.executable, str(GENERATOR), str(path), "--runs", str(runs), "--seed", "1"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return path
+
+
+def sealed_copy(source: Path) -> Path:
+    """The same session as a v3 journal: header version 3, every line sealed, seqs renumbered."""
+    target = source.with_name(source.name.replace("-v2", "-v3"))
+    if target.exists():
+        return target
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    lines = source.read_bytes()[:-1].split(b"\n")
+    header = json.loads(lines[0])
+    header["version"] = 3
+    head = dumps(header).encode()
+    chain = hashlib.sha256(head + b"\n").digest()
+    seq = 0
+    seal_number = 0
+    with open(target, "wb") as out:
+        out.write(head + b"\n")
+        for line in lines[1:]:
+            value = json.loads(line)
+            facts = value if isinstance(value, list) else [value]
+            for fact in facts:
+                seq += 1
+                fact["seq"] = seq
+            seq += 1
+            seal_number += 1
+            seal_id = f"01900000-0000-7000-8000-{seal_number:012x}"
+            facts.append({"kind": "seal", "seq": seq, "id": seal_id, "timestamp": facts[-1]["timestamp"],
+                          "chain": "sha256:" + chain.hex()})
+            encoded = dumps(facts).encode()
+            out.write(encoded + b"\n")
+            chain = hashlib.sha256(chain + encoded + b"\n").digest()
+    return target
+
+
+def report(path: Path, repeat: int) -> dict:
+    size = path.stat().st_size
+    replay = measure(path, "replay", repeat)
+    keep = measure(path, "keep", repeat)
+    discard = measure(path, "discard", repeat)
+    megabytes = size / 1e6
+    row = {
+        "journal": path.name,
+        "MB": round(megabytes, 1),
+        "facts": replay["facts"],
+        "replay MB/s": round(megabytes / replay["seconds"], 1),
+        "replay facts/s": round(replay["facts"] / replay["seconds"]),
+        "us/fact": round(replay["seconds"] / replay["facts"] * 1e6, 2),
+        "bare keep MB/s": round(megabytes / keep["seconds"], 1),
+        "bare discard MB/s": round(megabytes / discard["seconds"], 1),
+        "ratio (vs keep)": round(keep["seconds"] / replay["seconds"], 2),
+        "ratio (vs discard)": round(discard["seconds"] / replay["seconds"], 2),
+        "peak RSS MB": round(replay["rss"] / 1e6, 1),
+        "RSS / file": round(replay["rss"] / size, 2),
+    }
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,100", help="journal sizes in MB (default 10,100)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--journal", action="append", type=Path, default=[], help="measure these files instead")
+    parser.add_argument("--no-v3", action="store_true", help="skip the sealed v3 copies")
+    args = parser.parse_args()
+    journals = list(args.journal)
+    if not journals:
+        for size in (int(part) for part in args.sizes.split(",")):
+            v2 = generate_v2(size)
+            journals.append(v2)
+            if not args.no_v3:
+                journals.append(sealed_copy(v2))
+    started = time.time()
+    rows = [report(path, args.repeat) for path in journals]
+    columns = list(rows[0])
+    widths = {column: max(len(column), *(len(str(row[column])) for row in rows)) for column in columns}
+    print("  ".join(column.rjust(widths[column]) for column in columns))
+    for row in rows:
+        print("  ".join(str(row[column]).rjust(widths[column]) for column in columns))
+    by_version: dict[str, list[dict]] = {}
+    for row in rows:
+        by_version.setdefault(row["journal"].rsplit("-", 1)[-1], []).append(row)
+    for version, group in sorted(by_version.items()):
+        if len(group) >= 2:
+            small, large = group[0], group[-1]
+            print(f"{version}: time per fact {large['MB']} MB vs {small['MB']} MB: "
+                  f"{large['us/fact'] / small['us/fact']:.2f}x (flat = 1.00)")
+    print(f"python {sys.version.split()[0]} · {os.cpu_count()} cpus · {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -258,6 +258,11 @@ def encode_transaction(facts: list[Fact]) -> bytes:
     return _encoder.encode(facts)
 
 
+def encode_seal_only(seal: SealFact) -> bytes:
+    """The closing line of a clean close: ``[seal]`` (session-v3), covering the line before it."""
+    return _encoder.encode([seal])
+
+
 def encode_header(header: HeaderLine) -> bytes:
     return _encoder.encode(header)
 

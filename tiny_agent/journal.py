@@ -25,7 +25,7 @@ from typing import Callable, Literal
 import msgspec
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.facts import Fact, HeaderLine, SealFact, encode_header, encode_transaction
+from tiny_agent.facts import Fact, HeaderLine, SealFact, encode_header, encode_seal_only, encode_transaction
 from tiny_agent.ids import now_ms, uuid7
 from tiny_agent.reducer import Fold, reduce_chunks
 from tiny_agent.state import SessionState
@@ -320,7 +320,7 @@ class JournalWriter:
     def commit_seal(self) -> None:
         timestamp = self._clock()
         seal = SealFact(seq=self._fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain)
-        line = encode_transaction([seal])
+        line = encode_seal_only(seal)
         self._fold.apply_line(line)
         self._append(line + b"\n")
 

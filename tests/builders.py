@@ -126,10 +126,11 @@ class RunWriter:
     def answer(self, content: str, usage: Usage | None = None) -> str:
         return self._settle(AssistantMessage(content=content), "stop", usage)
 
-    def call_tools(self, calls: list[tuple[str, str]], usage: Usage | None = None) -> str:
+    def call_tools(self, calls: list[tuple[str, str]], usage: Usage | None = None, ids: list[str] | None = None) -> str:
+        call_ids = ids or [f"call_{index}_{uuid7()[-6:]}" for index in range(len(calls))]
         tool_calls = [
-            ToolCall(id=f"call_{index}_{uuid7()[-6:]}", type="function", function=FunctionCall(name=name, arguments=args))
-            for index, (name, args) in enumerate(calls)
+            ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=args))
+            for call_id, (name, args) in zip(call_ids, calls)
         ]
         return self._settle(AssistantMessage(content=None, tool_calls=tool_calls), "toolUse", usage)
 

@@ -108,6 +108,8 @@ def main() -> None:
         number for number, line in enumerate(lines, start=1) if b'"stopReason":"toolUse"' in line
     )
     (EXAMPLES / "polluted.jsonl").write_bytes(edit_line(sealed, assistant_line, add_reasoning))
+    for lock in EXAMPLES.glob("*.lock"):
+        lock.unlink()
     print("\n".join(sorted(path.name for path in EXAMPLES.glob("*.jsonl"))))
 
 

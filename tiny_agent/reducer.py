@@ -1353,7 +1353,11 @@ class Fold:
         if chain != self.chain:
             if not _is_digest(chain):
                 _fail(INVALID_FACT, "seal chain is not a sha256 digest")
-            raise Fault("SEAL_MISMATCH", "seal chain does not match the bytes of the lines before it")
+            raise Fault(
+                "SEAL_MISMATCH",
+                f"seal chain does not match lines 1-{self.lines - 1}: a committed line was changed, "
+                "removed, added or reordered after it was sealed",
+            )
 
     # -- queries for planning and audit --------------------------------------
 

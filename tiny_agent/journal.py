@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import os
+import signal
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +25,9 @@ from typing import Callable, Literal
 
 import msgspec
 
+from tiny_agent import failpoints
 from tiny_agent.errors import CorruptionError
-from tiny_agent.facts import Fact, HeaderLine, SealFact, encode_header, encode_seal_only, encode_transaction
+from tiny_agent.facts import Fact, HeaderLine, RawFact, SealFact, encode_header, encode_seal_only, encode_transaction
 from tiny_agent.ids import now_ms, uuid7
 from tiny_agent.reducer import Fold, reduce_chunks
 from tiny_agent.state import SessionState
@@ -106,6 +108,43 @@ def fold_file(path: Path) -> tuple[Fold, int]:
         state = reduce_chunks(_chunks(file), fold=fold)
     del state
     return fold, data_size
+
+
+def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of every committed line (the torn tail excluded), streaming."""
+    with open(path, "rb") as file:
+        number = 0
+        carry = b""
+        for chunk in _chunks(file):
+            lines = (carry + chunk).split(b"\n")
+            carry = lines.pop()
+            for line in lines:
+                number += 1
+                yield number, line
+
+
+def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
+    """Every ``raw`` fact of a (valid, v3) journal with its line number, in order."""
+    for number, line in committed_lines(path):
+        if number == 1 or b'"raw"' not in line:
+            continue
+        value = msgspec.json.decode(line)
+        for fact in value if isinstance(value, list) else [value]:
+            if isinstance(fact, dict) and fact.get("kind") == "raw":
+                yield number, msgspec.convert(fact, RawFact)
+
+
+def find_raw(path: Path, raw_id: str) -> RawFact | None:
+    """The stored provider response with fact id ``raw_id``, read back from the journal."""
+    needle = raw_id.encode()
+    for _, line in committed_lines(path):
+        if needle not in line:
+            continue
+        value = msgspec.json.decode(line)
+        for fact in value if isinstance(value, list) else [value]:
+            if isinstance(fact, dict) and fact.get("kind") == "raw" and fact.get("id") == raw_id:
+                return msgspec.convert(fact, RawFact)
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -263,24 +302,28 @@ class JournalWriter:
 
     # -- committing -----------------------------------------------------------
 
-    def commit(self, facts: list[Fact]) -> list[Fact]:
+    def commit(self, facts: list[Fact], label: str = "transaction") -> list[Fact]:
         """Append one transaction; returns the facts as written (seq, timestamp, seal stamped).
 
         The candidate line goes through the fold before a byte is written: a
         refused transaction raises :class:`CommitRejected` and changes nothing.
+        Ctrl-C is held off until the commit is complete, so the fold and the
+        file never disagree.  ``label`` names the transaction for failpoints.
         """
         if self._poisoned is not None:
             raise WriterPoisoned(f"{self.path.name}: writer is unusable after an earlier failure: {self._poisoned}")
         if not facts:
             raise ValueError("a transaction needs at least one fact")
-        stamped = self._stamp(facts)
-        line = encode_transaction(stamped)
-        try:
-            self._fold.apply_line(line)
-        except CorruptionError as error:
-            self._fold = fold_file(self.path)[0]
-            raise CommitRejected(error) from None
-        self._append(line + b"\n")
+        with _signals_deferred():
+            stamped = self._stamp(facts)
+            line = encode_transaction(stamped)
+            try:
+                self._fold.apply_line(line)
+            except CorruptionError as error:
+                self._fold = fold_file(self.path)[0]
+                raise CommitRejected(error) from None
+            self._append(line + b"\n", label)
+        failpoints.maybe_crash(f"after-commit:{label}")
         return stamped
 
     def _stamp(self, facts: list[Fact]) -> list[Fact]:
@@ -294,8 +337,11 @@ class JournalWriter:
             stamped.append(SealFact(seq=seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain))
         return stamped
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, data: bytes, label: str) -> None:
         try:
+            if failpoints.hit(f"mid-write:{label}"):
+                _write_all(self._fd, data[: len(data) // 2])
+                failpoints.crash()
             _write_all(self._fd, data)
             if self._durability == "fsync":
                 os.fsync(self._fd)
@@ -321,14 +367,26 @@ class JournalWriter:
         timestamp = self._clock()
         seal = SealFact(seq=self._fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain)
         line = encode_seal_only(seal)
-        self._fold.apply_line(line)
-        self._append(line + b"\n")
+        with _signals_deferred():
+            self._fold.apply_line(line)
+            self._append(line + b"\n", "seal")
 
     def __enter__(self) -> JournalWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends (then they are delivered)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,0 +1,319 @@
+"""The run lifecycle as fact builders: what each step of a run commits, and nothing else.
+
+The live loop and crash recovery both drive a session by asking the planner
+for the next action and committing what that action produces; these
+functions are that production, so a settle written live and one written by
+``resume`` from a stored response are the same transaction.
+
+Pure but for identifiers: each builder takes the reduced state it continues
+from and returns facts ready for ``JournalWriter.commit``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.canonical import canonical_digest, sha256_digest
+from tiny_agent.facts import (
+    AbortRequested,
+    AssistantEntry,
+    EntryFact,
+    ErrorInfo,
+    Fact,
+    OperationFinished,
+    PreExecutionResultEntry,
+    RawFact,
+    RawResponse,
+    RecordFact,
+    RunStarted,
+    StartedToolResultEntry,
+    StepAttempt,
+    StepFailed,
+    ToolResult,
+    ToolStarted,
+    UsageFact,
+    UserEntry,
+)
+from tiny_agent.ids import uuid7
+from tiny_agent.state import (
+    CompactionOperation,
+    ConfigurationSnapshot,
+    ReplayPolicy,
+    RunOperation,
+    SessionState,
+    Step,
+    ToolCallState,
+    ToolDigest,
+)
+from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage, Usage, UserMessage
+
+ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
+ADAPTER_IDENTITY: Final = "chat-completions:v1"
+
+
+class ToolDeclaration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A tool as the current configuration declares it (the planner's ``current.tools`` shape)."""
+
+    name: str
+    definitionDigest: str
+    replay: ReplayPolicy
+    replayKey: str
+
+
+class Configuration(msgspec.Struct, frozen=True):
+    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest."""
+
+    model: str
+    system_prompt: str
+    tools: list[ToolDeclaration]
+    routing_identity: str
+    environment_identity: str
+    output_options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def snapshot(self) -> ConfigurationSnapshot:
+        return ConfigurationSnapshot(
+            model=self.model,
+            systemPromptDigest=sha256_digest(self.system_prompt.encode("utf-8")),
+            tools=[ToolDigest(name=tool.name, definitionDigest=tool.definitionDigest) for tool in self.tools],
+            adapterIdentity=ADAPTER_IDENTITY,
+            routingIdentity=self.routing_identity,
+            outputOptionsDigest=canonical_digest(self.output_options),
+        )
+
+    @property
+    def digest(self) -> str:
+        return canonical_digest(self.snapshot())
+
+    def declaration(self, name: str) -> ToolDeclaration | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
+def environment_identity(cwd: Path) -> str:
+    """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
+    configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
+    return configured or os.path.realpath(cwd)
+
+
+def _run(state: SessionState) -> RunOperation:
+    operation = state.operation
+    if type(operation) is not RunOperation:
+        raise ValueError("no run is open")
+    return operation
+
+
+def _step(state: SessionState) -> Step:
+    operation = state.operation
+    if type(operation) not in (RunOperation, CompactionOperation) or operation.step is UNSET:  # type: ignore[union-attr]
+        raise ValueError("no step is open")
+    return operation.step  # type: ignore[union-attr,return-value]
+
+
+# -- runs ---------------------------------------------------------------------
+
+
+def begin_run(prompt: str) -> list[Fact]:
+    """``[user entry, runStarted]``: a run is accepted once this transaction is durable."""
+    user_id = uuid7()
+    return [
+        EntryFact(id=user_id, entry=UserEntry(message=UserMessage(content=prompt))),
+        RecordFact(id="", record=RunStarted(operationId=uuid7(), inputEntryId=user_id)),
+    ]
+
+
+def step_attempt(
+    state: SessionState, configuration: Configuration, *, attempt: int, context_through: str, step_id: str | None = None
+) -> list[Fact]:
+    operation = state.operation
+    kind = "assistant" if type(operation) is RunOperation else "compaction"
+    return [
+        RecordFact(
+            id="",
+            record=StepAttempt(
+                operationId=operation.operationId,  # type: ignore[union-attr]
+                stepId=step_id or uuid7(),
+                attemptId=uuid7(),
+                stepKind=kind,
+                attempt=attempt,
+                contextThroughEntryId=context_through,
+                configurationSnapshot=configuration.snapshot(),
+                configurationDigest=configuration.digest,
+            ),
+        )
+    ]
+
+
+def raw_response(state: SessionState, raw: RawResponse) -> list[Fact]:
+    """The provider's answer to the open attempt, as received: its own transaction, before any parsing."""
+    step = _step(state)
+    return [RawFact(id="", operationId=step.operationId, attemptId=step.attemptId, raw=raw)]
+
+
+def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: str, usage: Usage) -> list[Fact]:
+    step = _step(state)
+    return [
+        EntryFact(
+            id=uuid7(),
+            entry=AssistantEntry(
+                stepId=step.stepId,
+                attemptId=step.attemptId,
+                stopReason=stop_reason,  # type: ignore[arg-type]
+                message=message,
+            ),
+        ),
+        UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage),
+    ]
+
+
+def fail_step(state: SessionState, code: str, message: str, usage: Usage | None) -> list[Fact]:
+    """``[stepFailed, usage?]``: the attempt ended without an answer the transcript can take."""
+    step = _step(state)
+    facts: list[Fact] = [
+        RecordFact(
+            id="",
+            record=StepFailed(
+                operationId=step.operationId,
+                stepId=step.stepId,
+                attemptId=step.attemptId,
+                error=ErrorInfo(code=code, message=message or code),
+            ),
+        )
+    ]
+    if usage is not None:
+        facts.append(UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage))
+    return facts
+
+
+# -- tools --------------------------------------------------------------------
+
+
+def tool_started(
+    state: SessionState,
+    *,
+    assistant_entry_id: str,
+    tool_index: int,
+    arguments: dict[str, Any],
+    declaration: ToolDeclaration,
+    environment: str,
+) -> list[Fact]:
+    """Announce a tool before its effect: after this commit, a crash leaves the call pending, not forgotten."""
+    step = _step(state)
+    call = state.entries[assistant_entry_id].message.tool_calls[tool_index]  # type: ignore[union-attr,index]
+    return [
+        RecordFact(
+            id=uuid7(),
+            record=ToolStarted(
+                operationId=step.operationId,
+                stepId=step.stepId,
+                assistantEntryId=assistant_entry_id,
+                toolIndex=tool_index,
+                toolCallId=call.id,
+                toolName=call.function.name,
+                arguments=arguments,
+                replay=declaration.replay,
+                replayKey=declaration.replayKey,
+                environmentIdentity=environment,
+                resultEntryId=uuid7(),
+            ),
+        )
+    ]
+
+
+def tool_result(started: ToolCallState, content: str, ok: bool, usage: Usage | None = None) -> list[Fact]:
+    facts: list[Fact] = [
+        EntryFact(
+            id=started.resultEntryId,
+            entry=StartedToolResultEntry(
+                stepId=started.stepId,
+                toolStartedId=started.toolStartedId,
+                toolName=started.toolName,
+                message=ToolMessage(content=content, tool_call_id=started.toolCallId),
+                result=ToolResult(type="success" if ok else "error"),
+            ),
+        )
+    ]
+    if usage is not None:
+        facts.append(UsageFact(id="", operationId=started.operationId, toolStartedId=started.toolStartedId, usage=usage))
+    return facts
+
+
+def interrupted_result(started: ToolCallState) -> EntryFact:
+    """The answer for a started call whose outcome is unknown and which must not run again."""
+    return EntryFact(
+        id=started.resultEntryId,
+        entry=StartedToolResultEntry(
+            stepId=started.stepId,
+            toolStartedId=started.toolStartedId,
+            toolName=started.toolName,
+            message=ToolMessage(content=SYNTHETIC_TEXTS["interrupted"], tool_call_id=started.toolCallId),
+            result=ToolResult(type="synthetic", reason="interrupted"),
+        ),
+    )
+
+
+def pre_execution_result(
+    state: SessionState, *, assistant_entry_id: str, tool_index: int, reason: str
+) -> EntryFact:
+    """The answer for a call that was never executed (invalid arguments, unknown tool, truncated, aborted)."""
+    record = state.entries[assistant_entry_id]
+    call = record.message.tool_calls[tool_index]  # type: ignore[union-attr,index]
+    return EntryFact(
+        id=uuid7(),
+        entry=PreExecutionResultEntry(
+            stepId=record.stepId,  # type: ignore[arg-type]
+            assistantEntryId=assistant_entry_id,
+            toolIndex=tool_index,
+            toolName=call.function.name,
+            message=ToolMessage(content=SYNTHETIC_TEXTS[reason], tool_call_id=call.id),
+            result=ToolResult(type="synthetic", reason=reason),  # type: ignore[arg-type]
+        ),
+    )
+
+
+# -- ending -------------------------------------------------------------------
+
+
+def request_abort(state: SessionState, phase: str, tool_call_id: str | None = None) -> list[Fact]:
+    """Durably ask the open operation to stop, before anything in flight is cancelled."""
+    operation = state.operation
+    kind = "run" if type(operation) is RunOperation else "compaction"
+    return [
+        RecordFact(
+            id="",
+            record=AbortRequested(
+                operationId=operation.operationId,  # type: ignore[union-attr]
+                operationKind=kind,
+                phase=phase,  # type: ignore[arg-type]
+                toolCallId=UNSET if tool_call_id is None else tool_call_id,
+            ),
+        )
+    ]
+
+
+def finish(
+    state: SessionState,
+    outcome: str,
+    *,
+    completion: str | None = None,
+    final_entry_id: str | None = None,
+    error: tuple[str, str] | None = None,
+) -> list[Fact]:
+    operation = state.operation
+    kind = "run" if type(operation) is RunOperation else "compaction"
+    return [
+        RecordFact(
+            id="",
+            record=OperationFinished(
+                operationId=operation.operationId,  # type: ignore[union-attr]
+                operationKind=kind,
+                outcome=outcome,  # type: ignore[arg-type]
+                completion=UNSET if completion is None else completion,  # type: ignore[arg-type]
+                finalEntryId=UNSET if final_entry_id is None else final_entry_id,
+                error=UNSET if error is None else ErrorInfo(code=error[0], message=error[1]),
+            ),
+        )
+    ]

@@ -164,3 +164,53 @@ def _print_human(state, path) -> None:  # type: ignore[no-untyped-def]
         out.write(line + "\n")
     for line in footer_lines(state, size):
         out.write(line + "\n")
+
+
+# --------------------------------------------------------------------------
+# normalize
+# --------------------------------------------------------------------------
+
+
+@app.command()
+def normalize(
+    source: str = typer.Argument(..., help="A file holding one Chat Completions response body, or - for stdin."),
+) -> None:
+    """Run the normalization seam on one provider response and show what the transcript would keep."""
+    from tiny_agent.normalize import Accepted, normalize_body
+
+    body = _read_input(source)
+    if not body.strip():
+        fail(f"EMPTY: {_input_name(source)} is empty (expected one JSON response body)", EXIT_CORRUPT)
+    outcome = normalize_body(body)
+    if isinstance(outcome, Accepted):
+        _print_json(
+            {
+                "message": outcome.message,
+                "stopReason": outcome.stop_reason,
+                "usage": outcome.usage,
+                "dropped": outcome.dropped,
+            }
+        )
+        return
+    if outcome.reason.startswith("response body is not JSON"):
+        fail(f"MALFORMED_JSON: {_input_name(source)}: {outcome.reason}", EXIT_CORRUPT)
+    _print_json({"rejected": outcome.reason, "usage": outcome.usage})
+    raise typer.Exit(EXIT_CORRUPT)
+
+
+def _input_name(source: str) -> str:
+    return "stdin" if source == "-" else source
+
+
+def _read_input(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(source, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        fail(f"NOT_FOUND: {source}: no such file", EXIT_NO_INPUT)
+    except IsADirectoryError:
+        fail(f"NOT_FOUND: {source}: is a directory", EXIT_NO_INPUT)
+    except OSError as error:
+        fail(f"IO_ERROR: {source}: {error.strerror or error}", EXIT_NO_INPUT)

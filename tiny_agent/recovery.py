@@ -1,0 +1,345 @@
+"""The recovery planner: from a reduced session and today's configuration, the one next action.
+
+``plan_recovery`` is a pure function (session-v2 §17, with the v3
+``settleFromRaw`` rule).  It never performs an action: ``resume`` and the live
+loop materialize what it returns and ask again, until the session is idle or
+the plan is ``blocked``.  Where the reference implementations are known to be
+wrong (§18, P1–P4) this follows the spec; see docs/recovery.md.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, Literal, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.lifecycle import ToolDeclaration
+from tiny_agent.state import CompactionOperation, RunOperation, SessionState, Step, ToolCallState
+from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage
+
+BlockedReason = Literal["configuration_changed", "environment_changed", "replay_declaration_changed", "attempts_exhausted"]
+
+
+class CurrentConfiguration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the caller would use now: the planner's ``current`` input."""
+
+    configurationDigest: str
+    environmentIdentity: str
+    tools: list[ToolDeclaration]
+
+    def tool(self, name: str) -> ToolDeclaration | None:
+        """Lookup by name, first match."""
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
+class PlanError(msgspec.Struct, frozen=True):
+    code: str
+    message: str
+
+
+ABORTED: Final = PlanError(code="aborted", message="Operation aborted")
+MODEL_ERROR: Final = PlanError(code="model_error", message="provider request failed")
+
+
+class Finish(msgspec.Struct, tag_field="type", tag="finish", frozen=True):
+    outcome: Literal["completed", "aborted", "failed"]
+    completion: Literal["normal", "truncated"] | UnsetType = UNSET
+    finalEntryId: str | UnsetType = UNSET
+    error: PlanError | UnsetType = UNSET
+
+
+class StartStep(msgspec.Struct, tag_field="type", tag="startStep", frozen=True):
+    stepKind: Literal["assistant", "compaction"]
+    attempt: int
+    contextThroughEntryId: str
+    stepId: str | UnsetType = UNSET
+
+
+class StartTool(msgspec.Struct, tag_field="type", tag="startTool", frozen=True):
+    mode: Literal["start", "replay"]
+    assistantEntryId: str
+    toolIndex: int
+    toolName: str
+    arguments: dict[str, Any]
+    toolStartedId: str | UnsetType = UNSET
+
+
+class SyntheticResult(msgspec.Struct, frozen=True):
+    assistantEntryId: str
+    toolIndex: int
+    toolCallId: str
+    toolName: str
+    reason: Literal["invalidArguments", "unknownTool", "truncated", "aborted", "interrupted"]
+    content: str
+    toolStartedId: str | UnsetType = UNSET
+    """Interrupted results only: the record that announced the call."""
+    resultEntryId: str | UnsetType = UNSET
+    """Interrupted results only: the fact id the announcement reserved for the answer."""
+
+
+class AppendSynthetic(msgspec.Struct, tag_field="type", tag="appendSynthetic", frozen=True):
+    results: list[SyntheticResult]
+
+
+class CloseAttempt(msgspec.Struct, tag_field="type", tag="closeAttempt", frozen=True):
+    error: PlanError
+
+
+class Blocked(msgspec.Struct, tag_field="type", tag="blocked", frozen=True):
+    reason: BlockedReason
+
+
+class SettleFromRaw(msgspec.Struct, tag_field="type", tag="settleFromRaw", frozen=True):
+    """v3: the open attempt's response is on record; settle from it instead of asking again."""
+
+    attemptId: str
+    rawId: str
+
+
+Plan = Union[Finish, StartStep, StartTool, AppendSynthetic, CloseAttempt, Blocked, SettleFromRaw]
+
+IDLE_FINISH: Final = Finish(outcome="completed", completion="normal")
+
+
+def plan_recovery(state: SessionState, current: CurrentConfiguration) -> Plan:
+    """The next action for ``state`` (session-v2 §17.4, first match wins)."""
+    operation = state.operation
+    if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
+        return IDLE_FINISH
+    step = operation.step
+    if operation.abortRequested:
+        return _plan_abort(state, operation, step)
+    if step is UNSET:
+        return _first_step(operation)
+    if step.status == "failed":
+        return Finish(outcome="failed", error=MODEL_ERROR)
+    if step.status == "attempting":
+        return _open_attempt(step, current)
+    if type(operation) is CompactionOperation:
+        return Finish(outcome="completed", finalEntryId=operation.resultEntryId)
+    return _settled_run_step(state, operation, step, current)
+
+
+def _first_step(operation: RunOperation | CompactionOperation) -> StartStep:
+    if type(operation) is RunOperation:
+        return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=operation.inputEntryId)
+    return StartStep(stepKind="compaction", attempt=1, contextThroughEntryId=operation.inputThroughEntryId)  # type: ignore[union-attr]
+
+
+def _open_attempt(step: Step, current: CurrentConfiguration) -> Plan:
+    if step.rawId is not UNSET:
+        return SettleFromRaw(attemptId=step.attemptId, rawId=step.rawId)
+    if step.attempt == 2:
+        return Blocked(reason="attempts_exhausted")
+    if step.configurationDigest != current.configurationDigest:
+        return Blocked(reason="configuration_changed")
+    return StartStep(
+        stepKind=step.stepKind, attempt=2, stepId=step.stepId, contextThroughEntryId=step.contextThroughEntryId
+    )
+
+
+def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperation, step: Step | UnsetType) -> Plan:
+    if step is not UNSET and step.status == "attempting":
+        return CloseAttempt(error=ABORTED)
+    if type(operation) is RunOperation and step is not UNSET and step.status == "settled":
+        results = []
+        for call in _classify_calls(state, operation, step):
+            if call.status == "pending":
+                results.append(_interrupted(call.pending))  # type: ignore[arg-type]
+            elif call.status == "untouched":
+                results.append(_pre_execution(call, "aborted"))
+        if results:
+            return AppendSynthetic(results=results)
+    return Finish(outcome="aborted")
+
+
+def _settled_run_step(state: SessionState, run: RunOperation, step: Step, current: CurrentConfiguration) -> Plan:
+    calls = _classify_calls(state, run, step)
+    if not calls:
+        # A `length` entry without calls cannot be completed (§18 P5); the
+        # planner still answers as rule 7 says and the caller, who writes the
+        # record, finishes such a run as failed.
+        return Finish(outcome="completed", completion="normal", finalEntryId=step.settledEntryId)
+    untouched = [call for call in calls if call.status == "untouched"]
+    if step.stopReason == "length":
+        if untouched:
+            return AppendSynthetic(results=[_pre_execution(call, "truncated") for call in untouched])
+        return Finish(outcome="completed", completion="truncated", finalEntryId=step.settledEntryId)
+    if untouched:
+        return _first_untouched(untouched[0], current)
+    pending = [call.pending for call in calls if call.status == "pending"]
+    if not pending:
+        return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=state.contextBoundary)  # type: ignore[arg-type]
+    return _pending_call(min(pending, key=lambda started: started.toolIndex), current)  # type: ignore[arg-type,return-value]
+
+
+def _first_untouched(call: _Call, current: CurrentConfiguration) -> Plan:
+    if current.tool(call.name) is None:
+        return AppendSynthetic(results=[_pre_execution(call, "unknownTool")])
+    arguments = _parse_arguments(call.arguments)
+    if arguments is None:
+        return AppendSynthetic(results=[_pre_execution(call, "invalidArguments")])
+    return StartTool(
+        mode="start", assistantEntryId=call.assistant_entry_id, toolIndex=call.index, toolName=call.name, arguments=arguments
+    )
+
+
+def _pending_call(started: ToolCallState, current: CurrentConfiguration) -> Plan:
+    if started.environmentIdentity != current.environmentIdentity:
+        return Blocked(reason="environment_changed")
+    declared = current.tool(started.toolName)
+    if declared is None or not declared.definitionDigest:
+        return Blocked(reason="configuration_changed")
+    if started.replay == "safe":
+        if declared.replay == "safe" and declared.replayKey == started.replayKey:
+            return StartTool(
+                mode="replay",
+                assistantEntryId=started.assistantEntryId,
+                toolIndex=started.toolIndex,
+                toolStartedId=started.toolStartedId,
+                toolName=started.toolName,
+                arguments=started.arguments,
+            )
+        return Blocked(reason="replay_declaration_changed")
+    return AppendSynthetic(results=[_interrupted(started)])
+
+
+def _parse_arguments(text: str) -> dict[str, Any] | None:
+    """The argument text as a JSON object, or None (rule 9.2 uses an ordinary parser, not the journal's)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if type(value) is dict else None
+
+
+# -- classifying the settled step's calls (§17.3) -----------------------------
+
+
+class _Call(msgspec.Struct, frozen=True):
+    assistant_entry_id: str
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+    status: Literal["pending", "answered", "untouched"]
+    pending: ToolCallState | None = None
+
+
+def _classify_calls(state: SessionState, run: RunOperation, step: Step) -> list[_Call]:
+    """The settling message's calls, each pending, answered or untouched."""
+    settled_id = step.settledEntryId
+    if settled_id is UNSET:
+        return []
+    record = state.entries[settled_id]
+    message = record.message
+    if type(message) is not AssistantMessage or message.tool_calls is UNSET:
+        return []
+    pending = {
+        started.toolIndex: started
+        for started in run.toolCalls
+        if started.assistantEntryId == settled_id and started.status == "pending"
+    }
+    answered = {
+        later.tool_call_id
+        for later in state.transcript[record.transcriptIndex + 1 :]
+        if type(later) is ToolMessage
+    }
+    calls = []
+    for index, call in enumerate(message.tool_calls):
+        started = pending.get(index)
+        if started is not None:
+            status = "pending"
+        elif call.id in answered:
+            status = "answered"
+        else:
+            status = "untouched"
+        calls.append(
+            _Call(settled_id, index, call.id, call.function.name, call.function.arguments, status, started)  # type: ignore[arg-type]
+        )
+    return calls
+
+
+def _pre_execution(call: _Call, reason: Literal["invalidArguments", "unknownTool", "truncated", "aborted"]) -> SyntheticResult:
+    return SyntheticResult(
+        assistantEntryId=call.assistant_entry_id,
+        toolIndex=call.index,
+        toolCallId=call.call_id,
+        toolName=call.name,
+        reason=reason,
+        content=SYNTHETIC_TEXTS[reason],
+    )
+
+
+def _interrupted(started: ToolCallState) -> SyntheticResult:
+    return SyntheticResult(
+        assistantEntryId=started.assistantEntryId,
+        toolIndex=started.toolIndex,
+        toolCallId=started.toolCallId,
+        toolName=started.toolName,
+        toolStartedId=started.toolStartedId,
+        resultEntryId=started.resultEntryId,
+        reason="interrupted",
+        content=SYNTHETIC_TEXTS["interrupted"],
+    )
+
+
+# -- words for people -----------------------------------------------------------
+
+_BLOCKED_WHY: Final = {
+    "configuration_changed": "the model, system prompt or tools differ from the ones the open step was started with",
+    "environment_changed": "the pending tool ran in another environment (working directory) than this one",
+    "replay_declaration_changed": "the pending tool was declared safe to replay, but today's declaration differs",
+    "attempts_exhausted": "both allowed attempts of the open step were started and neither response is on record",
+}
+
+_BLOCKED_REMEDY: Final = {
+    "configuration_changed": "restore the configuration (model, --system, tools) or run `tiny-agent resume --abort`",
+    "environment_changed": "resume from the original working directory (or set TINY_AGENT_ENVIRONMENT_IDENTITY), or `--abort`",
+    "replay_declaration_changed": "restore the tool's declaration, or run `tiny-agent resume --abort`",
+    "attempts_exhausted": "run `tiny-agent resume --abort` to close the run",
+}
+
+
+def remedy(reason: str) -> str:
+    return _BLOCKED_REMEDY.get(reason, "run `tiny-agent resume --abort`")
+
+
+def explain(plan: Plan, state: SessionState) -> str:
+    """One line for people: what the plan does and why."""
+    kind = type(plan)
+    if kind is Finish:
+        return _explain_finish(plan, state)  # type: ignore[arg-type]
+    if kind is StartStep:
+        if plan.attempt == 2:  # type: ignore[union-attr]
+            return f"retry step {plan.stepId} (attempt 2): attempt 1 is open and no response is on record"  # type: ignore[union-attr]
+        return f"ask the model ({plan.stepKind} step, context through {plan.contextThroughEntryId})"  # type: ignore[union-attr]
+    if kind is StartTool:
+        if plan.mode == "replay":  # type: ignore[union-attr]
+            return f"run {plan.toolName} again (call {plan.toolIndex}): its outcome is unknown and it is safe to replay"  # type: ignore[union-attr]
+        return f"run {plan.toolName} (call {plan.toolIndex}) with {json.dumps(plan.arguments, ensure_ascii=False)}"  # type: ignore[union-attr]
+    if kind is AppendSynthetic:
+        reasons = ", ".join(f"call {result.toolIndex} {result.reason}" for result in plan.results)  # type: ignore[union-attr]
+        return f"answer tool calls without running them ({reasons})"
+    if kind is CloseAttempt:
+        return "close the open model attempt as aborted (an abort was requested)"
+    if kind is SettleFromRaw:
+        return f"settle attempt {plan.attemptId} from its stored response {plan.rawId} (no new provider request)"  # type: ignore[union-attr]
+    reason = plan.reason  # type: ignore[union-attr]
+    return f"blocked ({reason}): {_BLOCKED_WHY[reason]}; {remedy(reason)}"
+
+
+def _explain_finish(plan: Finish, state: SessionState) -> str:
+    if type(state.operation) not in (RunOperation, CompactionOperation):
+        return "nothing to do: the session is idle"
+    if plan.outcome == "aborted":
+        return "finish the operation as aborted"
+    if plan.outcome == "failed":
+        return "finish the run as failed: its model step failed"
+    if plan.completion is UNSET:
+        return "finish the compaction"
+    return f"finish the run as completed ({plan.completion})"

@@ -214,3 +214,286 @@ def _read_input(source: str) -> bytes:
         fail(f"NOT_FOUND: {source}: is a directory", EXIT_NO_INPUT)
     except OSError as error:
         fail(f"IO_ERROR: {source}: {error.strerror or error}", EXIT_NO_INPUT)
+
+
+# --------------------------------------------------------------------------
+# run, demo, resume: commands that drive a session
+# --------------------------------------------------------------------------
+
+ModelOption = typer.Option(None, "--model", help="Model id (default: $TINY_AGENT_MODEL).", show_default=False)
+BaseUrlOption = typer.Option(
+    None, "--base-url", help="Chat Completions base URL (default: $TINY_AGENT_BASE_URL, else OpenRouter).", show_default=False
+)
+SystemOption = typer.Option(None, "--system", help="A file holding the system prompt.", show_default=False)
+AllowBashOption = typer.Option(False, "--allow-bash", help="Offer the bash tool (off by default).")
+DurabilityOption = typer.Option(
+    "fsync", "--durability", help="fsync: every commit survives power loss; process: it survives a crash (faster)."
+)
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(f"· {line}\n")
+    sys.stderr.flush()
+
+
+def _system_prompt(path: str | None) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except FileNotFoundError:
+        fail(f"NOT_FOUND: --system {path}: no such file", EXIT_NO_INPUT)
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"USAGE: --system {path}: cannot read it as UTF-8 text ({error})", EXIT_USAGE)
+
+
+def _provider(base_url: str | None, model: str | None, fallback_model: str | None = None):  # -> ProviderConfig
+    from tiny_agent.provider import ProviderError, resolve_config
+
+    try:
+        return resolve_config(base_url, model or _env_model() or fallback_model)
+    except ProviderError as error:
+        fail(f"CONFIG: {error.message}", EXIT_USAGE)
+
+
+def _env_model() -> str | None:
+    return os.environ.get("TINY_AGENT_MODEL") or None
+
+
+def _durability(value: str) -> str:
+    if value not in ("fsync", "process"):
+        fail(f"USAGE: --durability must be fsync or process, not {value!r}", EXIT_USAGE)
+    return value
+
+
+def _open_writer(path, durability: str):  # type: ignore[no-untyped-def]
+    from tiny_agent.errors import CorruptionError
+    from tiny_agent.journal import JournalError, JournalWriter, SessionLocked
+
+    try:
+        writer = JournalWriter.open(path, durability=durability)  # type: ignore[arg-type]
+    except SessionLocked as error:
+        fail(f"LOCKED: {error}", EXIT_TEMPFAIL)
+    except CorruptionError as error:
+        fail(f"{error} [{path}]", EXIT_CORRUPT)
+    except JournalError as error:
+        fail(f"USAGE: {error}", EXIT_USAGE)
+    except OSError as error:
+        fail(f"IO_ERROR: {path}: {error.strerror or error}", EXIT_NO_INPUT)
+    if writer.repaired_tail is not None:
+        _progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
+    return writer
+
+
+def _drive(writer, runtime, action):  # type: ignore[no-untyped-def]
+    """Run ``action`` (a Driver method) and always release the session afterwards."""
+    from tiny_agent.agent import Driver
+    from tiny_agent.provider import ProviderError
+
+    driver = Driver(writer, runtime, report=_progress)
+    try:
+        return action(driver)
+    except ProviderError as error:
+        fail(f"CONFIG: {error.message}", EXIT_USAGE)
+    finally:
+        runtime.close()
+        writer.close()
+
+
+def _finish_command(result, writer, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    from tiny_agent.store import session_id_of
+
+    if as_json:
+        _print_json(
+            {
+                "session": writer.state.header.id if writer.state else session_id_of(writer.path),
+                "path": str(writer.path),
+                "outcome": result.status,
+                "final": result.final,
+            }
+        )
+    elif result.status == "completed" and result.final is not None:
+        sys.stdout.write(result.final.rstrip("\n") + "\n")
+    if result.status == "failed":
+        fail(f"FAILED: {result.reason} (the journal records it: {writer.path})", EXIT_FAILED)
+    if result.status == "aborted":
+        fail(f"INTERRUPTED: run aborted; the journal records it cleanly ({writer.path})", EXIT_INTERRUPTED)
+    if result.status == "blocked":
+        fail(f"BLOCKED: {result.reason}", EXIT_TEMPFAIL)
+
+
+@app.command()
+def run(
+    prompt: str = typer.Argument(..., help="What to ask."),
+    session: str | None = typer.Option(None, "--session", help="Continue this idle session instead of starting one."),
+    model: str | None = ModelOption,
+    base_url: str | None = BaseUrlOption,
+    system: str | None = SystemOption,
+    sessions_dir: str | None = SessionsDirOption,
+    allow_bash: bool = AllowBashOption,
+    durability: str = DurabilityOption,
+    as_json: bool = typer.Option(False, "--json", help='Print {"session","path","outcome","final"}.'),
+) -> None:
+    """Run one prompt to completion against a Chat Completions endpoint, journaling everything."""
+    from pathlib import Path
+
+    from tiny_agent.agent import build_runtime
+
+    if not prompt.strip():
+        fail("USAGE: the prompt is empty", EXIT_USAGE)
+    durability = _durability(durability)
+    provider = _provider(base_url, model)
+    runtime = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash)
+    if session is not None:
+        writer = _open_writer(_resolve(session, sessions_dir), durability)
+        if writer.state.operation.__class__.__name__ != "IdleOperation":
+            writer.close(seal=False)
+            fail(f"BUSY: {session} has an unfinished operation; finish it with `tiny-agent resume {session}`", EXIT_TEMPFAIL)
+    else:
+        writer = _new_session(provider, sessions_dir, durability)
+    result = _drive(writer, runtime, lambda driver: driver.run(prompt))
+    _finish_command(result, writer, as_json)
+
+
+def _new_session(provider, sessions_dir: str | None, durability: str):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from tiny_agent.lifecycle import environment_identity
+    from tiny_agent.store import create_session, sessions_dir as directory_of
+
+    cwd = Path.cwd()
+    fields = {
+        "cwd": os.path.realpath(cwd),
+        "provider": provider.provider_name,
+        "model": provider.model,
+        "environmentIdentity": environment_identity(cwd),
+    }
+    try:
+        return create_session(directory_of(sessions_dir), fields, durability=durability)
+    except OSError as error:
+        fail(f"IO_ERROR: cannot create a session in {directory_of(sessions_dir)}: {error.strerror or error}", EXIT_NO_INPUT)
+
+
+@app.command()
+def demo(
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Run a real session against a Chat Completions server on 127.0.0.1 (no network, no key), then replay it."""
+    from pathlib import Path
+
+    from tiny_agent.agent import build_runtime
+    from tiny_agent.journal import read_journal
+    from tiny_agent.loopback import DEMO_MODEL, DEMO_PROMPT, LoopbackServer, demo_script
+    from tiny_agent.provider import ProviderConfig
+
+    with LoopbackServer(demo_script()) as server:
+        provider = ProviderConfig(server.base_url, DEMO_MODEL)
+        _progress(f"a scripted Chat Completions server is listening on {server.base_url}")
+        runtime = build_runtime(provider, system_prompt="", cwd=Path.cwd())
+        writer = _new_session(provider, sessions_dir, "fsync")
+        _progress(f"new session {writer.path}")
+        _progress(f"prompt: {DEMO_PROMPT}")
+        result = _drive(writer, runtime, lambda driver: driver.run(DEMO_PROMPT))
+        requests = server.request_count
+    if result.status != "completed":
+        _finish_command(result, writer, False)
+    out = sys.stdout
+    out.write(f"\n=== replay of {writer.path} ===\n\n")
+    _print_human(read_journal(writer.path), writer.path)
+    out.write(
+        f"\nThe provider was asked {requests} times; each response is in the journal twice: raw, exactly as\n"
+        f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
+        f"Look closer:\n"
+        f"  tiny-agent replay {writer.path} --json\n"
+        f"  tiny-agent audit {writer.path}\n"
+        f"  tiny-agent verify {writer.path}\n"
+    )
+
+
+@app.command()
+def resume(
+    session: str = typer.Argument(..., help="A journal path, a session id, or a unique prefix of one."),
+    abort: bool = typer.Option(False, "--abort", help="Abort the open operation instead of finishing it."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the next planned action; write nothing."),
+    current_config: str | None = typer.Option(
+        None, "--current-config", help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON)."
+    ),
+    model: str | None = ModelOption,
+    base_url: str | None = BaseUrlOption,
+    system: str | None = SystemOption,
+    sessions_dir: str | None = SessionsDirOption,
+    allow_bash: bool = AllowBashOption,
+    durability: str = DurabilityOption,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
+) -> None:
+    """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
+    from pathlib import Path
+
+    from tiny_agent.agent import build_runtime
+
+    if current_config is not None and not dry_run:
+        fail("USAGE: --current-config only plans; add --dry-run", EXIT_USAGE)
+    if abort and dry_run:
+        fail("USAGE: --abort and --dry-run are exclusive", EXIT_USAGE)
+    durability = _durability(durability)
+    path = _resolve(session, sessions_dir)
+    if dry_run:
+        _plan_only(path, current_config, base_url, model, system, allow_bash, as_json)
+        return
+    writer = _open_writer(path, durability)
+    provider = _provider(base_url, model, fallback_model=writer.state.header.model)
+    runtime = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash)
+    if writer.state.operation.__class__.__name__ == "IdleOperation":
+        writer.close()
+        _say_nothing_to_do(as_json, path)
+        return
+
+    def finish_it(driver):  # type: ignore[no-untyped-def]
+        if abort:
+            driver.abort()
+        return driver.drive()
+
+    result = _drive(writer, runtime, finish_it)
+    if result.status == "idle" and result.actions == 0:
+        _say_nothing_to_do(as_json, path)
+        return
+    if not as_json and result.status in ("completed", "aborted", "failed"):
+        _progress(f"session is idle again ({result.status})")
+    _finish_command(result, writer, as_json)
+
+
+def _say_nothing_to_do(as_json: bool, path) -> None:  # type: ignore[no-untyped-def]
+    if as_json:
+        _print_json({"path": str(path), "outcome": "idle", "actions": 0})
+    else:
+        sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
+
+
+def _plan_only(path, current_config, base_url, model, system, allow_bash, as_json) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    import msgspec
+
+    from tiny_agent.agent import build_runtime
+    from tiny_agent.errors import CorruptionError
+    from tiny_agent.journal import read_journal
+    from tiny_agent.recovery import CurrentConfiguration, explain, plan_recovery
+
+    try:
+        state = read_journal(path)
+    except CorruptionError as error:
+        fail(f"{error} [{path}]", EXIT_CORRUPT)
+    if current_config is not None:
+        try:
+            current = msgspec.json.decode(_read_input(current_config), type=CurrentConfiguration)
+        except msgspec.DecodeError as error:
+            fail(f"USAGE: --current-config {current_config}: {error}", EXIT_USAGE)
+    else:
+        provider = _provider(base_url, model, fallback_model=state.header.model)
+        current = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash).current()
+    plan = plan_recovery(state, current)
+    if as_json:
+        _print_json(plan)
+    else:
+        sys.stdout.write(f"next: {explain(plan, state)}\n")

@@ -162,6 +162,11 @@ _JS_WHITESPACE: Final = (
 )
 
 
+def is_blank(text: str) -> bool:
+    """Empty or whitespace only, by the same rule as a ``normal`` completion's final answer."""
+    return not text.strip(_JS_WHITESPACE)
+
+
 class Fault(Exception):
     """A broken rule, before the fold knows the line (and whether a seq applies)."""
 
@@ -1251,7 +1256,7 @@ class Fold:
         message = final.message
         if completion == "normal":
             content = message.content if type(message) is AssistantMessage else None
-            if content is None or not content.strip(_JS_WHITESPACE):
+            if content is None or is_blank(content):
                 _fail(INVALID_TRANSCRIPT, "a normal completion needs a final answer with non-blank content")
         elif type(message) is not AssistantMessage or message.tool_calls is UNSET:
             _fail(INVALID_TRANSCRIPT, "a truncated completion needs a final entry with tool calls")

@@ -87,3 +87,16 @@ def resolve_session(reference: str, directory: Path) -> Path:
         more = "" if len(matches) <= 4 else f" and {len(matches) - 4} more"
         raise AmbiguousSession(f"{reference!r} matches {len(matches)} sessions ({names}{more}); give more of the id")
     return matches[0]
+
+
+def create_session(directory: Path, header_fields: dict[str, object], *, durability: str = "fsync"):  # -> JournalWriter
+    """A new journal in ``directory`` (made private), named by its creation time and id."""
+    from tiny_agent.facts import HeaderLine
+    from tiny_agent.ids import now_ms, uuid7
+    from tiny_agent.journal import WRITER_VERSION, JournalWriter
+
+    ensure_private_directory(directory)
+    created = now_ms()
+    session_id = uuid7(created)
+    header = HeaderLine(version=WRITER_VERSION, id=session_id, createdAt=created, **header_fields)  # type: ignore[arg-type]
+    return JournalWriter.create(directory / journal_name(session_id, created), header, durability=durability)  # type: ignore[arg-type]

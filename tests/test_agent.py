@@ -1,0 +1,254 @@
+"""Live sessions against a real Chat Completions server on 127.0.0.1: the run lifecycle end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import wire
+from conftest import PROJECT_ROOT
+from lines import split
+from test_replay_cli import call
+from tiny_agent.errors import CorruptionError
+from tiny_agent.journal import raw_facts, read_journal
+from tiny_agent.loopback import LoopbackServer, Reply, demo_bodies
+from tiny_agent.reducer import reduce_bytes, transcript_violation
+
+
+@pytest.fixture()
+def workspace(tmp_path, monkeypatch) -> Path:
+    """A working directory with a README, sessions beside it, and no provider settings from the host."""
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "README.md").write_text("# Example\n\nA project that prints hi.\n")
+    monkeypatch.chdir(root)
+    for name in ("TINY_AGENT_BASE_URL", "TINY_AGENT_MODEL", "TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY", "TINY_AGENT_FAILPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TINY_AGENT_SESSIONS_DIR", str(tmp_path / "sessions"))
+    return root
+
+
+def run_prompt(capsys, server: LoopbackServer, *extra: str, prompt: str = "What is this project?") -> tuple[int, str, str]:
+    return call(capsys, "run", prompt, "--base-url", server.base_url, "--model", "test/model", "--durability", "process", *extra)
+
+
+def only_session(workspace: Path) -> Path:
+    (path,) = sorted((workspace.parent / "sessions").glob("*.jsonl"))
+    return path
+
+
+def assert_provider_valid(path: Path) -> None:
+    state = read_journal(path)
+    assert transcript_violation(state.transcript) is None
+    assert state.operation.__class__.__name__ == "IdleOperation"
+
+
+# -- the happy path -------------------------------------------------------------------
+
+
+def test_demo_runs_offline_and_keeps_only_canonical_fields(capsys, workspace):
+    code, out, _ = call(capsys, "demo")
+    assert code == 0
+    path = only_session(workspace)
+    assert "#3 tool read" in out
+    state = read_journal(path)
+    entries = [line for line in path.read_text().splitlines() if '"stopReason"' in line]
+    assert entries and all("reasoning" not in line and "refusal" not in line for line in entries)
+    bodies = [fact.raw.body.encode() for _, fact in raw_facts(path)]
+    assert bodies == demo_bodies()
+    assert state.sealed
+
+
+def test_run_against_a_dirty_provider(capsys, workspace):
+    script = [wire.read("README.md"), wire.answer("It prints hi.")]
+    with LoopbackServer(script) as server:
+        code, out, err = run_prompt(capsys, server)
+    assert (code, out) == (0, "It prints hi.\n")
+    path = only_session(workspace)
+    assert_provider_valid(path)
+    state = read_journal(path)
+    assert [message.__class__.__name__ for message in state.transcript] == ["UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage"]
+    assert state.transcript[2].content == "# Example\n\nA project that prints hi.\n"
+    assert [fact.raw.body.encode() for _, fact in raw_facts(path)] == [reply.body for reply in script]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    request = server.requests[1].body
+    assert request["model"] == "test/model"
+    assert [message["role"] for message in request["messages"]] == ["user", "assistant", "tool"]
+    assert "reasoning" not in request["messages"][1]
+    assert {tool["function"]["name"] for tool in request["tools"]} == {"read", "write"}
+
+
+def test_every_changed_byte_is_caught_by_a_seal(capsys, workspace):
+    with LoopbackServer([wire.read(), wire.answer("It prints hi.")]) as server:
+        assert run_prompt(capsys, server)[0] == 0
+    data = only_session(workspace).read_bytes()
+    lines = split(data)
+    for number in range(1, len(lines)):
+        line = lines[number]
+        position = len(line) // 2
+        changed = line[:position] + (b"X" if line[position:position + 1] != b"X" else b"Y") + line[position + 1 :]
+        tampered = b"".join(item + b"\n" for item in [*lines[:number], changed, *lines[number + 1 :]])
+        if number == len(lines) - 1:
+            continue  # the closing seal line covers the line before it; nothing covers the seal itself
+        with pytest.raises(CorruptionError):
+            reduce_bytes(tampered)
+
+
+def test_the_api_key_is_sent_but_never_written(capsys, workspace, monkeypatch):
+    secret = "sk-test-0123456789-never-on-disk"
+    monkeypatch.setenv("TINY_AGENT_API_KEY", secret)
+    with LoopbackServer([wire.read(), wire.answer("done")]) as server:
+        assert run_prompt(capsys, server)[0] == 0
+    assert all(request.authorized for request in server.requests)
+    assert secret not in json.dumps(msgspec.to_builtins(server.requests))
+    for file in workspace.parent.rglob("*"):
+        if file.is_file():
+            assert secret.encode() not in file.read_bytes(), file
+
+
+def test_json_output_and_continuing_an_idle_session(capsys, workspace):
+    with LoopbackServer([wire.answer("first"), wire.answer("second")]) as server:
+        code, out, _ = run_prompt(capsys, server, "--json")
+        result = json.loads(out)
+        assert (code, result["outcome"], result["final"]) == (0, "completed", "first")
+        code, out, _ = run_prompt(capsys, server, "--session", result["session"], prompt="and again?")
+    assert (code, out) == (0, "second\n")
+    state = read_journal(Path(result["path"]))
+    assert [message.content for message in state.transcript] == ["What is this project?", "first", "and again?", "second"]
+
+
+# -- failures become durable outcomes ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply, reason",
+    [
+        (Reply(status=500, body=b'{"error":{"message":"upstream overloaded","code":500}}'), "HTTP 500"),
+        (Reply(status=401, body=b'{"error":{"message":"No auth credentials found","code":401}}'), "HTTP 401"),
+        (Reply(body=b'{"error":{"message":"Provider returned error","code":502}}'), "provider reported an error"),
+        (Reply(body=b"<html>502 Bad Gateway</html>", content_type="text/html"), "not JSON"),
+        (Reply(body=wire.body({"role": "assistant", "content": [{"type": "text", "text": "hi"}]})), "content is a list"),
+        (Reply(body=wire.body({"role": "assistant", "content": "   "})), "without an answer"),
+        (Reply(body=wire.body({"role": "assistant", "content": "It is a proj"}, finish="length")), "cut off"),
+        (Reply(body=wire.body({"role": "assistant", "content": ""}, finish="content_filter")), "content_filter"),
+        (Reply(body=b"\xff\xfe not utf-8"), "not UTF-8"),
+    ],
+    ids=["500", "401", "in-band-error", "html", "content-list", "blank-answer", "length-without-calls", "filtered", "binary"],
+)
+def test_bad_responses_fail_the_run_durably(capsys, workspace, reply, reason):
+    with LoopbackServer([reply]) as server:
+        code, out, err = run_prompt(capsys, server)
+    assert code == 1
+    assert reason in err
+    assert len(err.strip().splitlines()) == 1 or err.count("FAILED:") == 1
+    path = only_session(workspace)
+    state = read_journal(path)
+    assert state.operation.__class__.__name__ == "IdleOperation"
+    raws = [fact.raw for _, fact in raw_facts(path)]
+    assert len(raws) == 1
+    assert (raws[0].body.encode() if raws[0].body else None) in (reply.body, None)
+    assert "stepFailed" in path.read_text()
+
+
+def test_timeout_and_hang_up_fail_without_a_raw_fact(capsys, workspace, monkeypatch):
+    from tiny_agent import provider
+
+    real = provider.resolve_config
+    monkeypatch.setattr(provider, "resolve_config", lambda *a, **k: real(*a, **{**k, "read_timeout": 0.5}))
+    with LoopbackServer([Reply(body=b"{}", delay=3), Reply(hang_up=True)]) as server:
+        code, _, err = run_prompt(capsys, server)
+        assert code == 1
+        assert "timed out" in err
+        code, _, err = run_prompt(capsys, server)
+        assert code == 1
+    for path in (workspace.parent / "sessions").glob("*.jsonl"):
+        assert not list(raw_facts(path))
+        assert "provider_" in path.read_text()
+
+
+def test_length_with_calls_is_answered_as_truncated_and_never_executed(capsys, workspace):
+    truncated = wire.calls(("write", '{"path":"notes.md","content":"# No'), finish="length")
+    with LoopbackServer([truncated]) as server:
+        code, _, _ = run_prompt(capsys, server)
+    assert code == 0
+    assert not (workspace / "notes.md").exists()
+    state = read_journal(only_session(workspace))
+    assert state.transcript[-1].content.startswith("Error: Tool call arguments were truncated")
+    assert '"completion":"truncated"' in only_session(workspace).read_text()
+
+
+def test_unknown_tools_and_invalid_arguments_are_answered_with_fixed_texts(capsys, workspace):
+    script = [
+        wire.calls(("launch_rockets", "{}"), ("read", "not json"), ("read", '{"file":"README.md"}')),
+        wire.answer("I could not do any of that."),
+    ]
+    with LoopbackServer(script) as server:
+        code, out, _ = run_prompt(capsys, server)
+    assert code == 0
+    contents = [message.content for message in read_journal(only_session(workspace)).transcript[2:5]]
+    assert contents == [
+        "Error: Unknown tool; the tool was not executed.",
+        "Error: Tool arguments were invalid; the tool was not executed.",
+        "Error: Tool arguments were invalid; the tool was not executed.",
+    ]
+
+
+def test_a_tool_error_is_a_result_not_a_crash(capsys, workspace):
+    script = [wire.read("../outside.txt"), wire.read("missing.txt"), wire.answer("Neither file is readable.")]
+    with LoopbackServer(script) as server:
+        assert run_prompt(capsys, server)[0] == 0
+    state = read_journal(only_session(workspace))
+    assert "leaves the working directory" in state.transcript[2].content
+    assert "missing.txt" in state.transcript[4].content
+
+
+# -- one writer per session ------------------------------------------------------------
+
+
+def test_a_second_writer_exits_75_at_once(capsys, workspace):
+    with LoopbackServer([wire.answer("first")]) as server:
+        code, out, _ = run_prompt(capsys, server, "--json")
+    session = json.loads(out)["session"]
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    with LoopbackServer([Reply(body=wire.answer("slow").body, delay=4)]) as server:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "tiny_agent", "run", "slow one", "--session", session, "--base-url", server.base_url, "--model", "test/model"],
+            cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        while server.request_count == 0 and first.poll() is None:
+            time.sleep(0.05)
+        started = time.monotonic()
+        second = subprocess.run(
+            [sys.executable, "-m", "tiny_agent", "run", "fast one", "--session", session, "--base-url", server.base_url, "--model", "test/model"],
+            cwd=workspace, env=env, capture_output=True, text=True, timeout=30,
+        )
+        elapsed = time.monotonic() - started
+        first_out, _ = first.communicate(timeout=30)
+    assert second.returncode == 75
+    assert second.stderr.startswith("LOCKED:")
+    assert f"pid {first.pid}" in second.stderr
+    assert elapsed < 3
+    assert first.returncode == 0
+    assert_provider_valid(only_session(workspace))
+
+
+def test_replay_does_not_import_httpx(workspace):
+    path = PROJECT_ROOT / "sessions" / "examples" / "tool-run.jsonl"
+    probe = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: sys.stderr.write('httpx loaded: %s' % ('httpx' in sys.modules)))\n"
+        "from tiny_agent.cli import main\n"
+        f"main(['replay', {str(path)!r}])\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert completed.returncode == 0
+    assert completed.stderr.endswith("httpx loaded: False")

@@ -62,6 +62,8 @@ class DriveResult(msgspec.Struct):
     """Why a run failed or is blocked, in one line."""
     actions: int = 0
     """How many planned actions this drive carried out (0: there was nothing to do)."""
+    interrupted: bool = False
+    """Ctrl-C stopped it (as opposed to an abort asked for up front)."""
 
 
 class Runtime:
@@ -334,7 +336,8 @@ class Driver:
         if outcome == "completed":
             return DriveResult(status="completed", final=self._final, actions=actions)
         if outcome == "aborted" or self.interrupted:
-            return DriveResult(status="aborted", reason="stopped by the user", actions=actions)
+            reason = "stopped by the user (Ctrl-C)" if self.interrupted else "aborted as asked"
+            return DriveResult(status="aborted", reason=reason, actions=actions, interrupted=self.interrupted)
         if outcome == "failed" or self._failure:
             return DriveResult(status="failed", reason=self._failure or "the model step failed", actions=actions)
         return DriveResult(status="idle", actions=actions)

@@ -458,6 +458,11 @@ def resume(
     if result.status == "idle" and result.actions == 0:
         _say_nothing_to_do(as_json, path)
         return
+    if abort and result.status == "aborted" and not result.interrupted:
+        _progress("session is idle again (aborted, as asked)")
+        if as_json:
+            _print_json({"path": str(path), "outcome": "aborted", "actions": result.actions})
+        return
     if not as_json and result.status in ("completed", "aborted", "failed"):
         _progress(f"session is idle again ({result.status})")
     _finish_command(result, writer, as_json)

@@ -243,25 +243,21 @@ class JournalWriter:
         durability: Durability = "fsync",
         clock: Callable[[], int] = now_ms,
     ) -> JournalWriter:
-        """Create a new journal exclusively (0600, parent directory fsynced) and hold its lock."""
+        """Create a new journal (0600, parent directory fsynced) and hold its lock.
+
+        The header is written to a temporary file and linked into place, so a
+        crash leaves either no journal or one with a complete header, never a
+        file that no reader can open.
+        """
+        line = encode_header(header)
+        fold = Fold()
+        fold.apply_header(line)
         lock = WriterLock(path)
         lock.acquire()
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(path, flags, 0o600)
+            _link_new_file(path, line + b"\n")
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
         except BaseException:
-            lock.release()
-            raise
-        line = encode_header(header)
-        fold = Fold()
-        try:
-            fold.apply_header(line)
-            _write_all(fd, line + b"\n")
-            if durability == "fsync":
-                os.fsync(fd)
-            _fsync_directory(path.parent)
-        except BaseException:
-            os.close(fd)
             lock.release()
             raise
         return cls(path, fd, lock, fold, durability, clock)
@@ -370,6 +366,7 @@ class JournalWriter:
         with _signals_deferred():
             self._fold.apply_line(line)
             self._append(line + b"\n", "seal")
+        failpoints.maybe_crash("after-commit:seal")
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -394,6 +391,22 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _link_new_file(path: Path, content: bytes) -> None:
+    """Make ``path`` appear with ``content`` complete, or not at all (fails if it exists)."""
+    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, content)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(staging, path)
+    finally:
+        os.unlink(staging)
+    _fsync_directory(path.parent)
 
 
 def _fsync_directory(directory: Path) -> None:

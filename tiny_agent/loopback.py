@@ -52,7 +52,7 @@ class LoopbackServer:
         self._script = list(script)
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="loopback", daemon=True)
 
@@ -123,6 +123,13 @@ class LoopbackServer:
                 return
 
         return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that die mid-request (the crash tests kill them) are normal here, not errors to print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return
 
 
 def _record(path: str, headers: Any, raw: bytes) -> RecordedRequest:

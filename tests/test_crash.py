@@ -1,0 +1,292 @@
+"""Crash recovery with real processes: SIGKILL at every failpoint and at random moments, then resume.
+
+A scripted model on 127.0.0.1 asks for two tools — ``read`` (safe to replay)
+and a ``bash`` command that appends to a log (never replayed) — and then
+answers.  Whatever moment the run dies at, ``resume`` must leave the session
+idle with a provider-valid transcript, keep every committed byte, make no
+request for a response already on record, replay the safe tool, never run
+the unsafe one twice, and a second ``resume`` must change nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wire
+from conftest import PROJECT_ROOT
+from tiny_agent.journal import raw_facts, read_journal
+from tiny_agent.loopback import LoopbackServer, Reply
+from tiny_agent.reducer import transcript_violation
+from tiny_agent.transcript import AssistantMessage, ToolMessage
+
+README = "# Example\n\nA project that prints hi.\n"
+SIDE_EFFECT = "echo ran >> side-effects.log"
+
+
+class ScriptedModel:
+    """Answers from the conversation itself, so any process may ask at any point."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.numbers = itertools.count(1)
+        self.delay = delay
+
+    def __call__(self, request: Any) -> Reply:
+        number = next(self.numbers)
+        last = request["messages"][-1]["role"] if request and request.get("messages") else "user"
+        if last == "user":
+            reply = wire.calls(("read", '{"path":"README.md"}'), ("bash", json.dumps({"command": SIDE_EFFECT})), ids=[f"call_read_{number}", f"call_bash_{number}"])
+        else:
+            reply = wire.answer("done")
+        body = reply.body.replace(b'"gen-test"', f'"gen-{number}"'.encode())
+        return Reply(body=body, delay=self.delay)
+
+
+@pytest.fixture()
+def model():
+    script = ScriptedModel()
+    with LoopbackServer([script] * 10_000) as server:
+        server.script = script  # type: ignore[attr-defined]
+        yield server
+
+
+@pytest.fixture()
+def workspace(tmp_path) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "README.md").write_text(README)
+    return root
+
+
+def tiny(workspace: Path, server: LoopbackServer, *args: str, failpoint: str | None = None, wait: bool = True):
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("TINY_AGENT_", "OPENROUTER_", "OPENAI_"))}
+    env.update(
+        PYTHONPATH=str(PROJECT_ROOT),
+        TINY_AGENT_SESSIONS_DIR=str(workspace.parent / "sessions"),
+        TINY_AGENT_BASE_URL=server.base_url,
+        TINY_AGENT_MODEL="test/model",
+    )
+    if failpoint:
+        env["TINY_AGENT_FAILPOINT"] = failpoint
+    command = [sys.executable, "-m", "tiny_agent", *args]
+    if not wait:
+        return subprocess.Popen(command, cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+
+
+def journal_of(workspace: Path) -> Path | None:
+    found = sorted((workspace.parent / "sessions").glob("*.jsonl"))
+    return found[-1] if found else None
+
+
+def side_effects(workspace: Path) -> int:
+    log = workspace / "side-effects.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def check_recovered(workspace: Path, server: LoopbackServer, before: bytes, requests_before: int, raws_before: int) -> None:
+    """The invariants every recovery must meet."""
+    path = journal_of(workspace)
+    assert path is not None
+    after = path.read_bytes()
+    state = read_journal(path)
+    assert state.operation.__class__.__name__ == "IdleOperation"
+    assert transcript_violation(state.transcript) is None
+    committed_before = before[: before.rfind(b"\n") + 1]
+    assert after.startswith(committed_before), "a committed byte changed or was lost"
+    answers: dict[str, int] = {}
+    for message in state.transcript:
+        if type(message) is ToolMessage:
+            answers[message.tool_call_id] = answers.get(message.tool_call_id, 0) + 1
+    for message in state.transcript:
+        if type(message) is AssistantMessage:
+            for call in message.calls:
+                assert answers.get(call.id) == 1, f"tool call {call.id} answered {answers.get(call.id, 0)} times"
+    raws_after = len(list(raw_facts(path)))
+    assert server.request_count - requests_before == raws_after - raws_before, "a request was made whose response was not kept, or one was repeated"
+    assert side_effects(workspace) <= 1, "a never-replay tool ran twice"
+
+
+def resume_and_check(workspace: Path, server: LoopbackServer) -> None:
+    path = journal_of(workspace)
+    if path is None:
+        return
+    before = path.read_bytes()
+    requests_before = server.request_count
+    raws_before = len(list(raw_facts(path))) if before.count(b"\n") else 0
+    session = path.name.split("_", 1)[1][:-6]
+    resumed = tiny(workspace, server, "resume", session, "--allow-bash")
+    if resumed.returncode == 75:
+        # Both attempts of a step were started and neither response landed (a
+        # resume was killed too): recovery must stop rather than pay a third time.
+        assert "attempts_exhausted" in resumed.stderr, resumed.stderr
+        resumed = tiny(workspace, server, "resume", session, "--abort", "--allow-bash")
+    assert resumed.returncode in (0, 1), resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    check_recovered(workspace, server, before, requests_before, raws_before)
+    settled = path.read_bytes()
+    again = tiny(workspace, server, "resume", session, "--allow-bash")
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+    assert path.read_bytes() == settled
+
+
+FAILPOINTS = [
+    "after-commit:run-started",
+    "after-commit:step-attempt",
+    "after-commit:raw",
+    "after-commit:settle",
+    "after-commit:tool-started",
+    "after-commit:tool-result",
+    "after-commit:tool-started#2",
+    "after-commit:tool-result#2",
+    "after-commit:step-attempt#2",
+    "after-commit:raw#2",
+    "after-commit:settle#2",
+    "after-commit:finish",
+    "after-commit:seal",
+    "mid-write:run-started",
+    "mid-write:step-attempt",
+    "mid-write:raw",
+    "mid-write:settle",
+    "mid-write:tool-started",
+    "mid-write:tool-result",
+    "mid-write:tool-result#2",
+    "mid-write:raw#2",
+    "mid-write:finish",
+    "before-tool:read",
+    "after-tool:read",
+    "before-tool:bash",
+    "after-tool:bash",
+]
+
+
+@pytest.mark.parametrize("failpoint", FAILPOINTS)
+def test_resume_after_a_kill_at_every_failpoint(workspace, model, failpoint):
+    crashed = tiny(workspace, model, "run", "What is this project?", "--allow-bash", failpoint=failpoint)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    resume_and_check(workspace, model)
+    path = journal_of(workspace)
+    assert path is not None
+    state = read_journal(path)
+    if failpoint.endswith(("run-started",)) and failpoint.startswith("mid-write"):
+        assert list(path.parent.glob("*.torn-*")), "the torn first transaction was kept in a sidecar"
+        return
+    reads = [message.content for message in state.transcript if type(message) is ToolMessage and message.tool_call_id.startswith("call_read")]
+    if reads:
+        assert reads == [README], "the safe tool was replayed, not interrupted"
+    bash_results = [message.content for message in state.transcript if type(message) is ToolMessage and message.tool_call_id.startswith("call_bash")]
+    if failpoint in ("before-tool:bash", "after-tool:bash", "after-commit:tool-started#2", "mid-write:tool-result#2"):
+        assert bash_results == ["Operation interrupted after execution status became unknown; the tool was not replayed."]
+    if failpoint == "before-tool:bash":
+        assert side_effects(workspace) == 0
+
+
+def test_settle_from_raw_makes_no_new_request(workspace, model):
+    tiny(workspace, model, "run", "What is this project?", "--allow-bash", failpoint="after-commit:raw")
+    before = model.request_count
+    resumed = tiny(workspace, model, "resume", journal_of(workspace).name.split("_", 1)[1][:-6], "--allow-bash")  # type: ignore[union-attr]
+    assert resumed.returncode == 0
+    assert "from its stored response" in resumed.stderr
+    assert model.request_count - before == 1, "only the step after the tools asks the model again"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_resume_after_kills_at_random_moments(tmp_path, seed):
+    rng = random.Random(seed)
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    (workspace / "README.md").write_text(README)
+    script = ScriptedModel(delay=rng.uniform(0.0, 0.15))
+    with LoopbackServer([script] * 10_000) as server:
+        process = tiny(workspace, server, "run", "What is this project?", "--allow-bash", "--durability", rng.choice(["fsync", "process"]), wait=False)
+        time.sleep(rng.uniform(0.2, 1.6))
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        if rng.random() < 0.4 and journal_of(workspace) is not None:
+            # Kill the first resume too, then resume again.
+            path = journal_of(workspace)
+            interrupted = tiny(workspace, server, "resume", path.name.split("_", 1)[1][:-6], "--allow-bash", wait=False)  # type: ignore[union-attr]
+            time.sleep(rng.uniform(0.05, 0.6))
+            interrupted.send_signal(signal.SIGKILL)
+            interrupted.communicate()
+        resume_and_check(workspace, server)
+
+
+# -- Ctrl-C: abort is recorded before anything is cancelled ------------------------------
+
+
+def _records(path: Path) -> list[str]:
+    kinds = []
+    for line in path.read_text().splitlines()[1:]:
+        value = json.loads(line)
+        for fact in value if isinstance(value, list) else [value]:
+            if fact["kind"] == "record":
+                kinds.append(fact["record"]["type"])
+            elif fact["kind"] == "entry":
+                kinds.append(fact["entry"].get("result", {}).get("reason", fact["entry"]["message"]["role"]) if fact["entry"]["type"] == "message" else "compaction")
+    return kinds
+
+
+def test_ctrl_c_during_a_model_call(workspace):
+    with LoopbackServer([Reply(body=wire.answer("late").body, delay=10)]) as server:
+        process = tiny(workspace, server, "run", "hello", wait=False)
+        while server.request_count == 0:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("INTERRUPTED:")
+    records = _records(journal_of(workspace))  # type: ignore[arg-type]
+    assert records == ["user", "runStarted", "stepAttempt", "abortRequested", "stepFailed", "operationFinished"]
+    assert '"outcome":"aborted"' in journal_of(workspace).read_text()  # type: ignore[union-attr]
+
+
+def test_ctrl_c_during_a_tool_interrupts_it_and_answers_every_call(workspace):
+    script = [wire.calls(("bash", json.dumps({"command": "sleep 20; echo late >> side-effects.log"})), ("read", '{"path":"README.md"}'))]
+    with LoopbackServer(script) as server:
+        process = tiny(workspace, server, "run", "hello", "--allow-bash", wait=False)
+        deadline = time.monotonic() + 20
+        while b"toolStarted" not in ((journal_of(workspace) or workspace / "none").read_bytes() if journal_of(workspace) else b""):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    records = _records(journal_of(workspace))  # type: ignore[arg-type]
+    assert records[-4:] == ["abortRequested", "interrupted", "aborted", "operationFinished"]
+    time.sleep(0.2)
+    assert side_effects(workspace) == 0
+    state = read_journal(journal_of(workspace))  # type: ignore[arg-type]
+    assert transcript_violation(state.transcript) is None
+
+
+def test_resume_abort_closes_a_crashed_run(workspace, model):
+    tiny(workspace, model, "run", "What is this project?", "--allow-bash", failpoint="after-commit:tool-started")
+    session = journal_of(workspace).name.split("_", 1)[1][:-6]  # type: ignore[union-attr]
+    aborted = tiny(workspace, model, "resume", session, "--abort", "--allow-bash")
+    assert aborted.returncode == 0, aborted.stderr
+    records = _records(journal_of(workspace))  # type: ignore[arg-type]
+    assert records[-4:] == ["abortRequested", "interrupted", "aborted", "operationFinished"]
+    assert '"outcome":"aborted"' in journal_of(workspace).read_text()  # type: ignore[union-attr]
+
+
+def test_blocked_recovery_exits_75_with_a_remedy(workspace, model):
+    tiny(workspace, model, "run", "What is this project?", "--allow-bash", failpoint="after-commit:step-attempt")
+    session = journal_of(workspace).name.split("_", 1)[1][:-6]  # type: ignore[union-attr]
+    blocked = tiny(workspace, model, "resume", session, "--model", "another/model", "--allow-bash")
+    assert blocked.returncode == 75
+    assert blocked.stderr.strip().splitlines()[-1].startswith("BLOCKED: blocked (configuration_changed)")
+    assert "--abort" in blocked.stderr
+    dry = tiny(workspace, model, "resume", session, "--dry-run", "--json", "--allow-bash")
+    assert json.loads(dry.stdout)["type"] == "startStep"

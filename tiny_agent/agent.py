@@ -29,7 +29,6 @@ from msgspec import UNSET
 from tiny_agent import lifecycle
 from tiny_agent.facts import Fact, RawResponse
 from tiny_agent.journal import JournalWriter, find_raw
-from tiny_agent.normalize import Accepted, normalize_body
 from tiny_agent.recovery import (
     AppendSynthetic,
     Blocked,
@@ -43,7 +42,6 @@ from tiny_agent.recovery import (
     explain,
     plan_recovery,
 )
-from tiny_agent.reducer import is_blank
 from tiny_agent.state import CompactionOperation, RunOperation, SessionState, ToolCallState
 from tiny_agent.tools import ToolBox
 from tiny_agent.transcript import ChatMessage, SystemMessage
@@ -200,7 +198,7 @@ class Driver:
 
     def _settle(self, raw: RawResponse) -> None:
         """Turn the attempt's response into its settling transaction (the same live and on resume)."""
-        facts, label = settle_facts(self.state, raw)
+        facts, label = lifecycle.settle(self.state, raw)
         if label == "step-failed":
             self._failure = facts[0].record.error.message  # type: ignore[union-attr]
         self._commit(facts, label)
@@ -362,30 +360,3 @@ def build_runtime(
         return ChatClient(provider)
 
     return Runtime(configuration, toolbox, connect)
-
-
-def settle_facts(state: SessionState, raw: RawResponse) -> tuple[list[Fact], str]:
-    """The transaction that settles the open attempt from its response, and its label.
-
-    A response the seam rejects, an HTTP error, an empty ``stop`` answer and a
-    ``length`` answer without calls all fail the step (with whatever usage
-    the provider reported); anything else becomes the assistant entry.
-    """
-    if raw.body is UNSET:
-        return lifecycle.fail_step(state, "bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text", None), "step-failed"
-    outcome = normalize_body(raw.body)
-    if not 200 <= raw.status < 300:
-        detail = outcome.reason if not isinstance(outcome, Accepted) else "unexpected body"
-        return lifecycle.fail_step(state, "http_error", f"HTTP {raw.status}: {detail}", outcome.usage), "step-failed"
-    if not isinstance(outcome, Accepted):
-        return lifecycle.fail_step(state, "rejected_response", outcome.reason, outcome.usage), "step-failed"
-    message = outcome.message
-    if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
-        reason = "the model stopped without an answer (empty content)"
-        return lifecycle.fail_step(state, "empty_response", reason, outcome.usage), "step-failed"
-    if outcome.stop_reason == "length" and message.tool_calls is UNSET:
-        reason = "the model's answer was cut off by its token limit (finish_reason length)"
-        return lifecycle.fail_step(state, "length_without_calls", reason, outcome.usage), "step-failed"
-    return lifecycle.settle_assistant(state, message, outcome.stop_reason, outcome.usage), "settle"
-
-

@@ -502,3 +502,121 @@ def _plan_only(path, current_config, base_url, model, system, allow_bash, as_jso
         _print_json(plan)
     else:
         sys.stdout.write(f"next: {explain(plan, state)}\n")
+
+
+# --------------------------------------------------------------------------
+# audit, verify, sessions
+# --------------------------------------------------------------------------
+
+
+@app.command()
+def audit(
+    session: str = typer.Argument(..., help="A journal path, a session id, or a unique prefix of one."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole audit as one JSON document."),
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
+    from tiny_agent.audit import audit as audit_session
+    from tiny_agent.errors import CorruptionError
+
+    path = _resolve(session, sessions_dir)
+    try:
+        report = audit_session(path)
+    except CorruptionError as error:
+        fail(f"{error} [{path}]", EXIT_CORRUPT)
+    except OSError as error:
+        fail(f"IO_ERROR: {path}: {error.strerror or error}", EXIT_NO_INPUT)
+    if as_json:
+        _print_json(report)
+    else:
+        from tiny_agent.render import audit_lines
+
+        for line in audit_lines(report):
+            sys.stdout.write(line + "\n")
+    if report.drift:
+        raise typer.Exit(EXIT_DRIFT)
+
+
+def _progress_bar(label: str):  # type: ignore[no-untyped-def]
+    """A one-line counter on stderr when it is a terminal; silent otherwise."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r{label} {done}/{total}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+@app.command()
+def verify(
+    sessions: list[str] = typer.Argument(None, help="Journal paths, session ids or unique prefixes.", show_default=False),
+    all_sessions: bool = typer.Option(False, "--all", help="Verify every session in the sessions directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON verdict per session, as an array."),
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
+    from tiny_agent.catalog import known_length
+    from tiny_agent.store import list_journals, sessions_dir as directory_of
+    from tiny_agent.verify import verify as verify_journal
+
+    directory = directory_of(sessions_dir)
+    if all_sessions and sessions:
+        fail("USAGE: give sessions or --all, not both", EXIT_USAGE)
+    if not all_sessions and not sessions:
+        fail("USAGE: name at least one session, or pass --all", EXIT_USAGE)
+    paths = list_journals(directory) if all_sessions else [_resolve(reference, sessions_dir) for reference in sessions]
+    if not paths:
+        sys.stdout.write(f"no sessions in {directory}\n" if not as_json else "[]\n")
+        return
+    show = _progress_bar("verify") if len(paths) > 1 else None
+    verdicts = []
+    for position, path in enumerate(paths, start=1):
+        known = known_length(path.parent, path.name)
+        verdicts.append(verify_journal(path, known))
+        if show is not None:
+            show(position, len(paths))
+    if as_json:
+        _print_json(verdicts)
+    else:
+        labels = {"ok": "OK", "corrupt": "CORRUPT", "open-tail": "OPEN TAIL", "unsealed": "UNSEALED", "unreadable": "UNREADABLE"}
+        for verdict in verdicts:
+            sys.stdout.write(f"{labels[verdict.status]:<10}  {verdict.path}  {verdict.detail}\n")
+    bad = [verdict for verdict in verdicts if verdict.status in ("corrupt", "unreadable")]
+    if bad:
+        fail(f"CORRUPT: {len(bad)} of {len(verdicts)} session(s) failed verification", EXIT_CORRUPT)
+
+
+@app.command()
+def sessions(
+    as_json: bool = typer.Option(False, "--json", help="Print the list as a JSON array."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Show only the N newest sessions."),
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """List sessions, newest first: id, created, model, status, runs, first prompt, tokens."""
+    import time
+
+    from tiny_agent.catalog import list_sessions
+    from tiny_agent.store import sessions_dir as directory_of
+
+    directory = directory_of(sessions_dir)
+    if not directory.is_dir():
+        fail(f"NOT_FOUND: no sessions directory at {directory}", EXIT_NO_INPUT)
+    rows = list_sessions(directory, limit, progress=_progress_bar("reading"))
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        sys.stdout.write(f"no sessions in {directory}\n")
+        return
+    table = [("session", "created (UTC)", "model", "status", "runs", "tokens", "first prompt")]
+    for row in rows:
+        created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
+        prompt = (row.prompt or row.error or "").replace("\n", " ")
+        prompt = prompt if len(prompt) <= 48 else prompt[:45] + "..."
+        table.append((row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt))
+    widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
+    for line in table:
+        sys.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() + "\n")

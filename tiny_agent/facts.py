@@ -285,3 +285,34 @@ def pre_execution_result(
         message=ToolMessage(content=content, tool_call_id=tool_call_id),
         result=ToolResult(type="synthetic", reason=reason),
     )
+
+
+# -- reading facts back (from journals the reducer has accepted) -------------------
+
+
+def decode_fact(value: dict[str, Any]) -> Fact:
+    """A fact of a validated journal as its typed Struct.
+
+    Entry shapes share ``type: "message"``, so they are told apart the way the
+    reducer tells them apart: by the message role and by which members are
+    present.  Only call this on journals the reducer accepted: it relies on
+    their shape.
+    """
+    kind = value["kind"]
+    if kind == "entry":
+        return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=_decode_entry(value["entry"]))
+    target = {"record": RecordFact, "usage": UsageFact, "raw": RawFact, "seal": SealFact}[kind]
+    return msgspec.convert(value, target)  # type: ignore[return-value]
+
+
+def _decode_entry(entry: dict[str, Any]) -> Entry:
+    if entry["type"] == "compaction":
+        return msgspec.convert(entry, CompactionEntry)
+    role = entry["message"]["role"]
+    if role == "user":
+        return msgspec.convert(entry, UserEntry)
+    if role == "assistant":
+        return msgspec.convert(entry, AssistantEntry)
+    if "assistantEntryId" in entry or "toolIndex" in entry:
+        return msgspec.convert(entry, PreExecutionResultEntry)
+    return msgspec.convert(entry, StartedToolResultEntry)

@@ -27,7 +27,16 @@ import msgspec
 
 from tiny_agent import failpoints
 from tiny_agent.errors import CorruptionError
-from tiny_agent.facts import Fact, HeaderLine, RawFact, SealFact, encode_header, encode_seal_only, encode_transaction
+from tiny_agent.facts import (
+    Fact,
+    HeaderLine,
+    RawFact,
+    SealFact,
+    decode_fact,
+    encode_header,
+    encode_seal_only,
+    encode_transaction,
+)
 from tiny_agent.ids import now_ms, uuid7
 from tiny_agent.reducer import Fold, reduce_chunks
 from tiny_agent.state import SessionState
@@ -121,6 +130,15 @@ def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             for line in lines:
                 number += 1
                 yield number, line
+
+
+def facts(path: Path) -> Iterator[tuple[int, list[Fact]]]:
+    """Every transaction of a journal the reducer accepted, as typed facts with its line number."""
+    for number, line in committed_lines(path):
+        if number == 1:
+            continue
+        value = msgspec.json.decode(line)
+        yield number, [decode_fact(fact) for fact in (value if isinstance(value, list) else [value])]
 
 
 def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:

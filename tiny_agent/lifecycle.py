@@ -50,7 +50,9 @@ from tiny_agent.state import (
     ToolCallState,
     ToolDigest,
 )
-from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage, Usage, UserMessage
+from tiny_agent.normalize import Accepted, normalize_body
+from tiny_agent.reducer import is_blank
+from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, StopReason, ToolMessage, Usage, UserMessage
 
 ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
 ADAPTER_IDENTITY: Final = "chat-completions:v1"
@@ -186,6 +188,49 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
     if usage is not None:
         facts.append(UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage))
     return facts
+
+
+class Settlement(msgspec.Struct, frozen=True):
+    """What a response settles its attempt into: an assistant message, or a failure (with its usage)."""
+
+    usage: Usage
+    message: AssistantMessage | None = None
+    stop_reason: StopReason | None = None
+    failure: tuple[str, str] | None = None
+    """(code, one-line reason) when the step fails."""
+
+
+def settlement(raw: RawResponse) -> Settlement:
+    """Decide how a response settles its attempt (the same live, on resume, and in audit's drift check).
+
+    A response the seam rejects, an HTTP error, an empty ``stop`` answer and a
+    ``length`` answer without calls fail the step, keeping whatever usage the
+    provider reported; anything else becomes the assistant entry.
+    """
+    if raw.body is UNSET:
+        return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
+    outcome = normalize_body(raw.body)
+    if not 200 <= raw.status < 300:
+        detail = outcome.reason if not isinstance(outcome, Accepted) else "unexpected body"
+        return Settlement(usage=outcome.usage, failure=("http_error", f"HTTP {raw.status}: {detail}"))
+    if not isinstance(outcome, Accepted):
+        return Settlement(usage=outcome.usage, failure=("rejected_response", outcome.reason))
+    message = outcome.message
+    if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
+        return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
+    if outcome.stop_reason == "length" and message.tool_calls is UNSET:
+        reason = "the model's answer was cut off by its token limit (finish_reason length)"
+        return Settlement(usage=outcome.usage, failure=("length_without_calls", reason))
+    return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)
+
+
+def settle(state: SessionState, raw: RawResponse) -> tuple[list[Fact], str]:
+    """The transaction that settles the open attempt from its response, and its failpoint label."""
+    decided = settlement(raw)
+    if decided.failure is not None:
+        code, reason = decided.failure
+        return fail_step(state, code, reason, decided.usage), "step-failed"
+    return settle_assistant(state, decided.message, decided.stop_reason, decided.usage), "settle"  # type: ignore[arg-type]
 
 
 # -- tools --------------------------------------------------------------------

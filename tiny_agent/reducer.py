@@ -954,6 +954,7 @@ class Fold:
             _fail(INVALID_REFERENCE, f"inputEntryId {input_id} is not a user message entry")
         run = RunOperation(operationId=operation_id, inputEntryId=input_id, toolCalls=[])
         self._begin(_Operation(kind="run", state=run))
+        self.state.runCount += 1
 
     def _begin(self, operation: _Operation) -> None:
         self._operations[operation.state.operationId] = operation

@@ -110,3 +110,84 @@ def operation_summary(state: SessionState) -> str:
     if operation.abortRequested:
         parts.append("abort requested")
     return " · ".join(parts) + " — run `tiny-agent resume` to finish it"
+
+
+# -- audit ------------------------------------------------------------------------
+
+
+def audit_lines(report) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The audit for people: each attempt, the dropped fields, totals, tools, and the verdict."""
+    yield f"audit of {report.path} (session {report.session}, v{report.version}, {len(report.attempts)} model attempts)"
+    for attempt in report.attempts:
+        yield ""
+        yield from _attempt_lines(attempt)
+    if report.dropped:
+        yield ""
+        yield "fields the seam dropped (kept only in the raw responses)"
+        width = max(len(str(count)) for count in report.dropped.values())
+        for path, count in report.dropped.items():
+            yield f"  {count:>{width}}×  {path}"
+    yield ""
+    yield "totals"
+    yield f"  usage      {usage_summary(report.usage)}"
+    yield f"  cost       {_money(report.cost)} (as the provider reported it)"
+    if report.models:
+        yield "  per model"
+        rows = [("model", "attempts", "input", "output", "cacheRead", "cacheWrite", "cost")]
+        for name, totals in report.models.items():
+            usage = totals.usage
+            rows.append((name, str(totals.attempts), f"{usage.input:,}", f"{usage.output:,}", f"{usage.cacheRead:,}", f"{usage.cacheWrite:,}", _money(totals.cost or None)))
+        yield from _table(rows, indent="    ")
+    if report.tools:
+        yield ""
+        yield "tools"
+        rows = [("tool", "call", "replay", "outcome")]
+        for tool in report.tools:
+            replay = f"{tool.replay} ({tool.replayKey})" if tool.replay else "not executed"
+            rows.append((tool.toolName, tool.toolCallId, replay, tool.outcome))
+        yield from _table(rows, indent="  ")
+    yield ""
+    drifted = [attempt.number for attempt in report.attempts if attempt.drift]
+    if drifted:
+        numbers = ", ".join(str(number) for number in drifted)
+        yield f"verdict: DRIFT in attempt(s) {numbers}: the journal's canonical entries differ from what today's seam makes of the stored responses"
+    else:
+        yield "verdict: no drift — every stored response normalizes today to exactly what the journal kept"
+
+
+def _attempt_lines(attempt) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    retry = " (retry)" if attempt.attempt == 2 else ""
+    yield f"attempt {attempt.number}{retry} · step {attempt.stepId} · model {attempt.model}"
+    response = attempt.response
+    if response is not None:
+        ident = response.responseId or "(no id)"
+        finish = response.finishReason if response.finishReason is not None else "(none)"
+        yield (
+            f"  response  {ident} · HTTP {response.status} · {response.contentType or 'no content type'} · "
+            f"{response.bytes:,} bytes · line {response.line}"
+        )
+        yield f"  seam      finish_reason {finish} → {response.seam}"
+        if response.derivation:
+            cost = f" · cost {_money(response.cost)}" if response.cost is not None else ""
+            yield f"  usage     {response.derivation}{cost}"
+        if response.dropped:
+            yield f"  dropped   {', '.join(response.dropped)}"
+    outcome = attempt.settled if attempt.stopReason is None else f"{attempt.settled} ({attempt.stopReason})"
+    if attempt.failure:
+        outcome += f": {attempt.failure}"
+    yield f"  journal   {outcome}"
+    yield f"  request   {attempt.requestMessages} messages after the system prompt · {attempt.requestDigest}"
+    for note in attempt.notes:
+        yield f"  note      {note}"
+    for difference in attempt.drift:
+        yield f"  DRIFT     {difference}"
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.6f}"
+
+
+def _table(rows: list[tuple[str, ...]], indent: str) -> Iterator[str]:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        yield indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()

@@ -139,6 +139,8 @@ class SessionState(msgspec.Struct):
     entries: dict[str, EntryRecord] = msgspec.field(default_factory=dict)
     sealed: bool = False
     """v3: the last committed line is a seal-only line (a clean close), so every byte is covered."""
+    runCount: int = 0
+    """Runs started in this session (finished or not)."""
 
     def to_json(self) -> dict[str, Any]:
         """The conformance shape of session-v2 §14 (no version, no internal index)."""

@@ -1,0 +1,350 @@
+"""Audit: for every model attempt, what the provider sent, what the seam kept, what it cost, and drift.
+
+The journal holds each response twice: raw (exactly as received) and
+canonical (as the seam accepted it).  The audit puts them side by side,
+re-runs today's seam on every stored body and reports any difference from
+what the journal says was kept — a normalizer change since the session was
+written, or a forged canonical entry.  It also rebuilds, for every attempt,
+the messages the model was shown and gives their digest, so anyone holding
+the journal can prove what the model saw.
+
+Reads a journal the reducer has accepted; pure apart from reading it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.canonical import canonical_json
+from tiny_agent.facts import (
+    AssistantEntry,
+    CompactionEntry,
+    EntryFact,
+    PreExecutionResultEntry,
+    RawFact,
+    RecordFact,
+    StartedToolResultEntry,
+    StepAttempt,
+    StepFailed,
+    ToolStarted,
+    UsageFact,
+    UserEntry,
+)
+from tiny_agent.journal import facts, read_journal
+from tiny_agent.lifecycle import Settlement, settlement
+from tiny_agent.normalize import Accepted, normalize_body
+from tiny_agent.transcript import AssistantMessage, Message, Usage, compaction_summary_message
+
+Settled = Literal["assistant", "failed", "aborted", "retried", "open"]
+
+
+class ResponseAudit(msgspec.Struct):
+    rawId: str
+    line: int
+    status: int
+    contentType: str | None
+    bytes: int
+    responseId: str | None = None
+    model: str | None = None
+    finishReason: str | None = None
+    seam: str = ""
+    """What the seam made of it today: ``stop``/``toolUse``/``length``, or ``rejected: <reason>``."""
+    derivation: str | None = None
+    cost: float | None = None
+    dropped: list[str] = msgspec.field(default_factory=list)
+
+
+class AttemptAudit(msgspec.Struct):
+    number: int
+    operationId: str
+    stepId: str
+    attemptId: str
+    attempt: int
+    model: str
+    configurationDigest: str
+    systemPromptDigest: str
+    contextThroughEntryId: str
+    requestMessages: int
+    requestDigest: str
+    """sha256 of the canonical JSON of the messages sent after the system prompt (the active context)."""
+    settled: Settled = "open"
+    stopReason: str | None = None
+    failure: str | None = None
+    usage: Usage = Usage()
+    response: ResponseAudit | None = None
+    drift: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class ToolAudit(msgspec.Struct):
+    toolName: str
+    toolCallId: str
+    replay: str | None
+    replayKey: str | None
+    outcome: str
+    """``success``, ``error``, ``pending``, or ``synthetic: <reason>``."""
+
+
+class ModelTotals(msgspec.Struct):
+    attempts: int = 0
+    usage: Usage = Usage()
+    cost: float = 0.0
+
+
+class AuditReport(msgspec.Struct):
+    path: str
+    session: str
+    version: int
+    attempts: list[AttemptAudit]
+    dropped: dict[str, int]
+    usage: Usage
+    cacheHitRate: float | None
+    cost: float | None
+    models: dict[str, ModelTotals]
+    tools: list[ToolAudit]
+    drift: bool
+
+
+class _Context:
+    """The active context as the journal builds it, with a running digest of its canonical JSON.
+
+    Messages are only ever appended between compactions, so the digest of the
+    array is kept as a hash of ``[m1,m2,…`` that is extended, and copied and
+    closed when an attempt needs it: linear over the whole session.
+    """
+
+    def __init__(self) -> None:
+        self.reset([])
+
+    def reset(self, messages: list[Message]) -> None:
+        self._hash = hashlib.sha256(b"[")
+        self.count = 0
+        for message in messages:
+            self.append(message)
+
+    def append(self, message: Message) -> None:
+        if self.count:
+            self._hash.update(b",")
+        self._hash.update(canonical_json(msgspec.to_builtins(message)))
+        self.count += 1
+
+    def digest(self) -> str:
+        closed = self._hash.copy()
+        closed.update(b"]")
+        return "sha256:" + closed.hexdigest()
+
+
+def audit(path: Path) -> AuditReport:
+    """Audit the journal at ``path`` (raises CorruptionError if the reducer refuses it)."""
+    state = read_journal(path)
+    walk = _Walk()
+    for line, transaction in facts(path):
+        for fact in transaction:
+            walk.fact(fact, line)
+    attempts = list(walk.attempts.values())
+    for attempt in attempts:
+        _finish_attempt(attempt, walk.raw_bodies.get(attempt.attemptId), walk.canonical.get(attempt.attemptId))
+    dropped = Counter(path for attempt in attempts if attempt.response for path in attempt.response.dropped)
+    costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
+    return AuditReport(
+        path=str(path),
+        session=state.header.id,
+        version=state.version,
+        attempts=attempts,
+        dropped=dict(sorted(dropped.items(), key=lambda item: (-item[1], item[0]))),
+        usage=state.usage,
+        cacheHitRate=state.usage.cache_hit_rate,
+        cost=sum(costs) if costs else None,
+        models=_per_model(attempts),
+        tools=list(walk.tools.values()) + walk.synthetic,
+        drift=any(attempt.drift for attempt in attempts),
+    )
+
+
+class _Walk:
+    """One pass over the facts, collecting what each attempt and tool did."""
+
+    def __init__(self) -> None:
+        self.context = _Context()
+        self.attempts: dict[str, AttemptAudit] = {}
+        self.raw_bodies: dict[str, RawFact] = {}
+        self.raw_lines: dict[str, int] = {}
+        self.first_attempt_of_step: dict[str, AttemptAudit] = {}
+        self.tools: dict[str, ToolAudit] = {}
+        self.synthetic: list[ToolAudit] = []
+        self.canonical: dict[str, AssistantMessage] = {}
+
+    def fact(self, fact: object, line: int) -> None:
+        kind = type(fact)
+        if kind is EntryFact:
+            self._entry(fact.entry)  # type: ignore[attr-defined]
+        elif kind is RecordFact:
+            self._record(fact.record, fact.id)  # type: ignore[attr-defined]
+        elif kind is UsageFact and fact.attemptId is not UNSET:  # type: ignore[attr-defined]
+            attempt = self.attempts[fact.attemptId]  # type: ignore[attr-defined]
+            attempt.usage = attempt.usage + fact.usage  # type: ignore[attr-defined]
+        elif kind is RawFact:
+            self.raw_bodies[fact.attemptId] = fact  # type: ignore[attr-defined]
+            self.raw_lines[fact.attemptId] = line  # type: ignore[attr-defined]
+            self.attempts[fact.attemptId].response = _response(fact, line)  # type: ignore[attr-defined]
+
+    def _entry(self, entry: object) -> None:
+        kind = type(entry)
+        if kind is CompactionEntry:
+            retained = [item.message for item in entry.retainedTail]  # type: ignore[attr-defined]
+            self.context.reset([compaction_summary_message(entry.summary), *retained])  # type: ignore[attr-defined]
+            return
+        self.context.append(entry.message)  # type: ignore[attr-defined]
+        if kind is AssistantEntry:
+            attempt = self.attempts[entry.attemptId]  # type: ignore[attr-defined]
+            attempt.settled = "assistant"
+            attempt.stopReason = entry.stopReason  # type: ignore[attr-defined]
+            self.canonical[entry.attemptId] = entry.message  # type: ignore[attr-defined]
+        elif kind is StartedToolResultEntry:
+            tool = self.tools[entry.toolStartedId]  # type: ignore[attr-defined]
+            result = entry.result  # type: ignore[attr-defined]
+            tool.outcome = result.type if result.reason is UNSET else f"synthetic: {result.reason}"
+        elif kind is PreExecutionResultEntry:
+            self.synthetic.append(
+                ToolAudit(
+                    toolName=entry.toolName,  # type: ignore[attr-defined]
+                    toolCallId=entry.message.tool_call_id,  # type: ignore[attr-defined]
+                    replay=None,
+                    replayKey=None,
+                    outcome=f"synthetic: {entry.result.reason}",  # type: ignore[attr-defined]
+                )
+            )
+        elif kind is not UserEntry:
+            raise AssertionError(f"unexpected entry {entry!r}")
+
+    def _record(self, record: object, fact_id: str) -> None:
+        kind = type(record)
+        if kind is StepAttempt:
+            self._attempt(record)  # type: ignore[arg-type]
+        elif kind is StepFailed:
+            attempt = self.attempts[record.attemptId]  # type: ignore[attr-defined]
+            aborted = record.error.code == "aborted"  # type: ignore[attr-defined]
+            attempt.settled = "aborted" if aborted else "failed"
+            attempt.failure = f"{record.error.code}: {record.error.message}"  # type: ignore[attr-defined]
+        elif kind is ToolStarted:
+            self.tools[fact_id] = ToolAudit(
+                toolName=record.toolName,  # type: ignore[attr-defined]
+                toolCallId=record.toolCallId,  # type: ignore[attr-defined]
+                replay=record.replay,  # type: ignore[attr-defined]
+                replayKey=record.replayKey,  # type: ignore[attr-defined]
+                outcome="pending",
+            )
+
+    def _attempt(self, record: StepAttempt) -> None:
+        if record.attempt == 2:
+            first = self.first_attempt_of_step[record.stepId]
+            first.settled = "retried"
+            messages, digest = first.requestMessages, first.requestDigest
+        else:
+            messages, digest = self.context.count, self.context.digest()
+        snapshot = record.configurationSnapshot
+        attempt = AttemptAudit(
+            number=len(self.attempts) + 1,
+            operationId=record.operationId,
+            stepId=record.stepId,
+            attemptId=record.attemptId,
+            attempt=record.attempt,
+            model=snapshot.model,
+            configurationDigest=record.configurationDigest,
+            systemPromptDigest=snapshot.systemPromptDigest,
+            contextThroughEntryId=record.contextThroughEntryId,
+            requestMessages=messages,
+            requestDigest=digest,
+        )
+        self.attempts[record.attemptId] = attempt
+        self.first_attempt_of_step.setdefault(record.stepId, attempt)
+
+
+def _response(fact: RawFact, line: int) -> ResponseAudit:
+    raw = fact.raw
+    text = raw.body if raw.body is not UNSET else None
+    size = len(text.encode("utf-8")) if text is not None else (len(raw.bodyBase64) * 3) // 4  # type: ignore[arg-type]
+    response = ResponseAudit(rawId=fact.id, line=line, status=raw.status, contentType=raw.contentType, bytes=size)
+    if text is None:
+        response.seam = "rejected: body is not UTF-8 text"
+        return response
+    outcome = normalize_body(text)
+    response.responseId = outcome.response_id
+    response.model = outcome.model
+    response.finishReason = outcome.finish_reason
+    response.derivation = outcome.derivation.explain()
+    response.cost = outcome.derivation.cost
+    if isinstance(outcome, Accepted):
+        response.seam = outcome.stop_reason
+        response.dropped = outcome.dropped
+    else:
+        response.seam = f"rejected: {outcome.reason}"
+    return response
+
+
+def _finish_attempt(attempt: AttemptAudit, raw: RawFact | None, canonical: AssistantMessage | None) -> None:
+    """Notes for attempts without a usable response, and the drift check for the others."""
+    if raw is None:
+        if attempt.settled == "retried":
+            attempt.notes.append("no response on record: closed by a retry (attempt 2)")
+        elif attempt.settled == "open":
+            attempt.notes.append("no response on record and not settled (a crash before the response landed)")
+        elif attempt.settled == "failed":
+            attempt.notes.append("no response on record (the request itself failed, or a v2 journal)")
+        else:
+            attempt.notes.append("no response on record (a v2 journal keeps none)")
+        return
+    if attempt.settled == "open":
+        attempt.notes.append("response on record but never settled: `tiny-agent resume` settles it without a new request")
+        return
+    if attempt.settled == "aborted":
+        attempt.notes.append("closed by an abort after its response landed; not settled from it")
+        return
+    attempt.drift.extend(_differences(attempt, canonical, settlement(raw.raw)))
+
+
+def _differences(attempt: AttemptAudit, canonical: AssistantMessage | None, expected: Settlement) -> list[str]:
+    """How the journal's settlement of an attempt differs from what today's seam makes of its response."""
+    found = []
+    if expected.failure is not None:
+        code, reason = expected.failure
+        if attempt.settled != "failed":
+            found.append(f"today's seam fails this response ({reason}) but the journal kept an answer")
+        elif attempt.failure is not None and not attempt.failure.startswith(code + ":"):
+            found.append(f"failure {attempt.failure!r} in the journal, {code!r} from today's seam")
+    elif attempt.settled != "assistant":
+        found.append(f"today's seam accepts this response ({expected.stop_reason}) but the journal failed the step")
+    else:
+        if canonical != expected.message:
+            found.append(f"message differs: journal {_brief(canonical)} vs today's seam {_brief(expected.message)}")
+        if attempt.stopReason != expected.stop_reason:
+            found.append(f"stop reason {attempt.stopReason} in the journal, {expected.stop_reason} from today's seam")
+    if attempt.usage != expected.usage:
+        found.append(f"usage {_usage(attempt.usage)} in the journal, {_usage(expected.usage)} from today's seam")
+    return found
+
+
+def _brief(message: object) -> str:
+    text = msgspec.json.encode(message).decode() if message is not None else "none"
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _usage(usage: Usage) -> str:
+    return f"{{input {usage.input}, output {usage.output}, cacheRead {usage.cacheRead}, cacheWrite {usage.cacheWrite}}}"
+
+
+def _per_model(attempts: list[AttemptAudit]) -> dict[str, ModelTotals]:
+    totals: dict[str, ModelTotals] = {}
+    for attempt in attempts:
+        entry = totals.setdefault(attempt.model, ModelTotals())
+        entry.attempts += 1
+        entry.usage = entry.usage + attempt.usage
+        if attempt.response is not None and attempt.response.cost is not None:
+            entry.cost += attempt.response.cost
+    return totals

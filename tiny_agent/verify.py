@@ -1,0 +1,68 @@
+"""``verify``: is every byte of a journal accounted for?  The seal chain and the reducer, per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from tiny_agent.errors import CorruptionError
+from tiny_agent.journal import holder_pid, is_locked, read_journal
+
+Status = Literal["ok", "corrupt", "open-tail", "unsealed", "unreadable"]
+
+
+class Verdict(msgspec.Struct):
+    path: str
+    status: Status
+    detail: str
+    """One line for people: what was found and what it means."""
+    session: str | None = None
+    version: int | None = None
+    facts: int = 0
+    bytes: int = 0
+    error: dict[str, object] | None = None
+    writer_pid: int | None = None
+    """The pid of the process writing the session right now, if one is."""
+
+
+def verify(path: Path, known_length: int | None = None) -> Verdict:
+    """Check one journal: every line through the reducer, every seal against the bytes before it.
+
+    ``known_length``, when given, is a length this journal had before (from
+    the sessions index): a journal that is now shorter was cut at a line
+    boundary, which no seal can show on its own.
+    """
+    try:
+        size = os.stat(path).st_size
+        state = read_journal(path)
+    except CorruptionError as error:
+        return Verdict(path=str(path), status="corrupt", detail=str(error), error={**error.to_json(), "reason": error.reason})
+    except OSError as error:
+        return Verdict(path=str(path), status="unreadable", detail=f"{error.strerror or error}")
+    verdict = Verdict(
+        path=str(path), status="ok", detail="", session=state.header.id, version=state.version, facts=state.factCount, bytes=size
+    )
+    torn = size - state.repairedLength
+    notes = [f"{torn} bytes of torn tail after the last newline"] if torn else []
+    if known_length is not None and state.repairedLength < known_length:
+        notes.append(f"shorter than the {known_length} bytes it had when last listed: lines were cut off")
+        verdict.status = "corrupt"
+        verdict.error = {"code": "TRUNCATED", "line": None, "reason": notes[-1]}
+    if state.version < 3:
+        verdict.status = "unsealed" if verdict.status == "ok" else verdict.status
+        notes.insert(0, "v2 journal: valid, but it has no seal chain to prove its bytes unchanged")
+    elif state.sealed:
+        notes.insert(0, f"sealed: all {state.factCount} facts valid, every line covered by the seal chain")
+    else:
+        if verdict.status == "ok":
+            verdict.status = "open-tail"
+        verdict.writer_pid = holder_pid(path) if is_locked(path) else None
+        if verdict.writer_pid is not None:
+            notes.insert(0, f"open tail: valid so far, live (written by pid {verdict.writer_pid}); its last line is not sealed yet")
+        else:
+            notes.insert(0, "open tail: valid, but not closed cleanly (crashed?); the last line is not covered by a seal")
+    verdict.detail = "; ".join(notes)
+    return verdict

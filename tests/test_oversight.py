@@ -1,0 +1,259 @@
+"""audit, verify and sessions: what the provider sent, what was kept, that no byte changed, and the overview."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builders import RunWriter, new_writer, write_tool_session
+from conftest import PROJECT_ROOT
+from lines import edit_line, reseal, split
+from test_agent import workspace  # noqa: F401 - shared fixture
+from test_replay_cli import call
+from tiny_agent import catalog
+from tiny_agent.journal import JournalWriter, raw_facts
+
+
+@pytest.fixture()
+def demo_session(capsys, workspace) -> Path:  # noqa: F811 - pytest fixture
+    assert call(capsys, "demo")[0] == 0
+    (path,) = (workspace.parent / "sessions").glob("*.jsonl")
+    return path
+
+
+# -- audit ---------------------------------------------------------------------------
+
+
+def test_audit_of_the_demo_lists_dropped_fields_usage_and_no_drift(capsys, demo_session):
+    code, out, _ = call(capsys, "audit", str(demo_session))
+    assert code == 0
+    assert "choices[0].message.reasoning" in out
+    assert "choices[0].message.refusal" in out
+    assert "choices[0].message.annotations" in out
+    assert "choices[0].message.tool_calls[0].index" in out
+    assert "prompt_tokens 1200 − cached 800 − write 300 = input 100" in out
+    assert "cache hit rate 70.4%" in out
+    assert "verdict: no drift" in out
+    code, out, _ = call(capsys, "audit", str(demo_session), "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["drift"] is False
+    assert report["dropped"]["choices[0].message.reasoning"] == 2
+    assert report["cost"] == pytest.approx(0.000465 + 0.000211)
+    first = report["attempts"][0]
+    assert (first["response"]["status"], first["response"]["finishReason"], first["stopReason"]) == (200, "tool_calls", "toolUse")
+    assert first["requestMessages"] == 1
+    assert first["requestDigest"].startswith("sha256:")
+    assert report["tools"] == [{"toolName": "read", "toolCallId": "call_demo_read_readme", "replay": "safe", "replayKey": "builtin:read:v1", "outcome": "success"}]
+
+
+def test_request_digest_is_the_digest_of_the_messages_sent(capsys, demo_session):
+    from tiny_agent.canonical import canonical_digest
+    from tiny_agent.journal import read_journal
+
+    report = json.loads(call(capsys, "audit", str(demo_session), "--json")[1])
+    messages = json.loads(call(capsys, "replay", str(demo_session), "--messages")[1])
+    assert report["attempts"][1]["requestDigest"] == canonical_digest(messages[:3])
+    assert report["attempts"][1]["requestMessages"] == 3
+    assert read_journal(demo_session).transcript
+
+
+def test_a_flipped_byte_in_a_stored_body_fails_verify_at_the_next_line(capsys, demo_session, tmp_path):
+    copy = tmp_path / "copy.jsonl"
+    data = demo_session.read_bytes()
+    lines = split(data)
+    (raw_line, _), = [(number, fact) for number, fact in raw_facts(demo_session)][:1]
+    target = lines[raw_line - 1]
+    position = target.index(b"reasoning")
+    lines[raw_line - 1] = target[:position] + b"R" + target[position + 1 :]
+    copy.write_bytes(b"".join(line + b"\n" for line in lines))
+    code, out, err = call(capsys, "verify", str(copy))
+    assert code == 65
+    assert f"SEAL_MISMATCH at line {raw_line + 1}" in out
+
+
+def test_a_forged_canonical_entry_is_reported_as_drift(capsys, demo_session, tmp_path):
+    data = demo_session.read_bytes()
+    answer_line = next(number for number, line in enumerate(split(data), start=1) if b'"stopReason":"stop"' in line)
+
+    def forge(facts):
+        facts[0]["entry"]["message"]["content"] = "The README says this project is perfect."
+        return facts
+
+    forged = reseal(edit_line(data, answer_line, forge))
+    copy = tmp_path / "forged.jsonl"
+    copy.write_bytes(forged)
+    assert call(capsys, "verify", str(copy))[0] == 0
+    code, out, _ = call(capsys, "audit", str(copy))
+    assert code == 3
+    assert "DRIFT     message differs" in out
+    assert "verdict: DRIFT in attempt(s) 2" in out
+
+
+def test_forged_usage_is_drift_too(capsys, demo_session, tmp_path):
+    data = demo_session.read_bytes()
+    answer_line = next(number for number, line in enumerate(split(data), start=1) if b'"stopReason":"stop"' in line)
+
+    def forge(facts):
+        facts[1]["usage"]["output"] = 1
+        return facts
+
+    copy = tmp_path / "forged.jsonl"
+    copy.write_bytes(reseal(edit_line(data, answer_line, forge)))
+    code, out, _ = call(capsys, "audit", str(copy), "--json")
+    assert code == 3
+    assert "usage" in json.loads(out)["attempts"][1]["drift"][0]
+
+
+def test_audit_notes_attempts_without_a_response_and_responses_never_settled(capsys, tmp_path):
+    path = tmp_path / "s.jsonl"
+    writer = new_writer(path)
+    run = RunWriter(writer)
+    run.start("hi")
+    run.attempt()
+    run.attempt(2)
+    run.raw('{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}')
+    writer.close()
+    report = json.loads(call(capsys, "audit", str(path), "--json")[1])
+    assert report["attempts"][0]["notes"] == ["no response on record: closed by a retry (attempt 2)"]
+    assert "never settled" in report["attempts"][1]["notes"][0]
+
+
+def test_audit_of_a_v2_journal_and_of_a_corrupt_one(capsys):
+    fixtures = Path(os.environ.get("TINY_AGENT_SHARED", PROJECT_ROOT.parent / "shared")) / "conformance" / "tiny-agent-session-v2" / "fixtures"
+    code, out, _ = call(capsys, "audit", str(fixtures / "completed-tool-run.jsonl"), "--json")
+    assert code == 0
+    assert all("no response on record" in attempt["notes"][0] for attempt in json.loads(out)["attempts"])
+    assert call(capsys, "audit", str(PROJECT_ROOT / "sessions" / "examples" / "polluted.jsonl"))[0] == 65
+
+
+# -- verify -----------------------------------------------------------------------------
+
+
+def test_verify_statuses(capsys, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    sealed = store / "20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985201.jsonl"
+    write_tool_session(sealed, runs=1)
+    crashed = store / "20260101T000001Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985202.jsonl"
+    write_tool_session(crashed, runs=1, close=False).close(seal=False)
+    v2 = store / "20260101T000002Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985203.jsonl"
+    write_tool_session(v2, runs=1, version=2)
+    code, out, _ = call(capsys, "verify", "--all", "--sessions-dir", str(store), "--json")
+    statuses = {Path(verdict["path"]).name[:18]: verdict["status"] for verdict in json.loads(out)}
+    assert code == 0
+    assert statuses == {"20260101T000000Z_0": "ok", "20260101T000001Z_0": "open-tail", "20260101T000002Z_0": "unsealed"}
+    live = JournalWriter.open(crashed)
+    try:
+        code, out, _ = call(capsys, "verify", str(crashed))
+        assert f"live (written by pid {os.getpid()})" in out
+    finally:
+        live.close(seal=False)
+    code, out, _ = call(capsys, "verify", str(crashed))
+    assert "crashed" in out
+
+
+def test_verify_notices_a_journal_cut_at_a_line_boundary(capsys, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    path = store / "20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985201.jsonl"
+    write_tool_session(path, runs=2)
+    assert call(capsys, "sessions", "--sessions-dir", str(store))[0] == 0
+    lines = split(path.read_bytes())
+    path.write_bytes(b"".join(line + b"\n" for line in lines[:-5]))
+    code, out, _ = call(capsys, "verify", str(path))
+    assert code == 65
+    assert "cut off" in out
+
+
+def test_verify_needs_a_session_or_all(capsys):
+    assert call(capsys, "verify")[0] == 2
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+def test_sessions_lists_newest_first_with_status(capsys, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    names = [f"2026010{index}T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b98520{index}.jsonl" for index in range(1, 5)]
+    write_tool_session(store / names[0], runs=2)
+    crashed = new_writer(store / names[1])
+    RunWriter(crashed).start("left open by a crash")
+    crashed.close(seal=False)
+    shutil.copy(PROJECT_ROOT / "sessions" / "examples" / "polluted.jsonl", store / names[2])
+    write_tool_session(store / names[3], runs=1, close=False).close(seal=False)
+    holder = JournalWriter.open(store / names[3])
+    try:
+        code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--json")
+    finally:
+        holder.close(seal=False)
+    rows = json.loads(out)
+    assert code == 0
+    assert [row["status"] for row in rows] == [f"locked by pid {os.getpid()}", "corrupt", "crashed", "idle"]
+    assert rows[3]["runs"] == 2
+    assert rows[3]["prompt"].startswith("What does file 0 say?")
+    assert rows[3]["tokens"] == 2 * (12 + 3 + 4) * 2
+    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--limit", "2")
+    assert code == 0
+    assert len(out.strip().splitlines()) == 3
+
+
+def test_sessions_reuses_its_index_until_a_journal_changes(capsys, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    store.mkdir()
+    for index in range(3):
+        write_tool_session(store / f"2026010{index}T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b98520{index}.jsonl", runs=1)
+    reduced = []
+    real = catalog.summarize
+    monkeypatch.setattr(catalog, "summarize", lambda path: reduced.append(path.name) or real(path))
+    call(capsys, "sessions", "--sessions-dir", str(store))
+    assert len(reduced) == 3
+    call(capsys, "sessions", "--sessions-dir", str(store))
+    assert len(reduced) == 3
+    newest = sorted(store.glob("*.jsonl"))[-1]
+    writer = JournalWriter.open(newest)
+    RunWriter(writer).start("one more")
+    writer.close()
+    call(capsys, "sessions", "--sessions-dir", str(store))
+    assert reduced[3:] == [newest.name]
+    (store / catalog.INDEX_NAME).write_text("not json")
+    call(capsys, "sessions", "--sessions-dir", str(store))
+    assert len(reduced) == 7
+    assert oct(os.stat(store / catalog.INDEX_NAME).st_mode)[-3:] == "600"
+
+
+def test_large_content_stays_cheap_to_list(capsys, tmp_path):
+    """A journal holding a 20 MB tool result is listed from its tail once indexed."""
+    store = tmp_path / "store"
+    store.mkdir()
+    path = store / "20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985201.jsonl"
+    writer = new_writer(path)
+    run = RunWriter(writer)
+    run.start("read the big file")
+    run.attempt()
+    asked = run.call_tools([("read", '{"path":"big.log"}')])
+    run.run_tool(asked, 0, "x" * (20 * 1024 * 1024))
+    writer.close()
+    call(capsys, "sessions", "--sessions-dir", str(store))
+    started = time.perf_counter()
+    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--json")
+    assert code == 0
+    assert time.perf_counter() - started < 5  # generous: it reads 4 KiB, not 20 MB
+    probe = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from tiny_agent.verify import verify\n"
+        f"v = verify(Path({str(path)!r}))\n"
+        "print(v.status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    status, peak_mb = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT).stdout.split()
+    assert status == "open-tail" or status == "ok"
+    assert int(peak_mb) < 200, f"verify of a journal with a 20 MB line peaked at {peak_mb} MB"

@@ -10,10 +10,16 @@ sealed v3 copy of it, then measures, each in a fresh interpreter:
 - replay: ``tiny_agent.journal.read_journal`` (full validation and fold);
 - bare decode, keep: read the file in the same chunks, split lines, decode
   every line with msgspec and keep the values (what any reader that rebuilds
-  state must at least do) -- the baseline of the target ratio;
+  state must at least do) -- the baseline of the target ratio.  The cyclic
+  GC is paused while it runs, exactly as replay pauses it (journal.py):
+  with the GC on, the baseline slows down on big heaps (rescanning what it
+  keeps) and the ratio would flatter replay;
 - bare decode, discard: the same, dropping each value at once (pure parse
   speed, shown for reference);
-- peak RSS of a replay-only process.
+- peak RSS of the replay process: the kernel's high-water mark of the
+  process's own address space (VmHWM).  ``ru_maxrss`` is not used: on Linux
+  it carries the parent's resident set over fork/exec, so a child of a big
+  parent (this script after generating a journal) reports the parent's size.
 
 Machines are noisy: every figure is the best of ``--repeat`` runs and ratios
 only compare figures taken in the same run.  Nothing here is a pass/fail test.
@@ -38,7 +44,7 @@ GENERATOR = SHARED / "bench" / "gen_v2_session.py"
 RUNS_PER_MB = 95
 
 CHILD = r"""
-import gc, json, resource, sys, time
+import gc, json, sys, time
 import msgspec
 sys.path.insert(0, sys.argv[3])
 from tiny_agent.journal import read_journal
@@ -59,12 +65,23 @@ def chunked_lines(file):
 def bare(keep):
     decode = msgspec.json.Decoder().decode
     kept = []
-    with open(path, "rb") as file:
-        for line in chunked_lines(file):
-            value = decode(line)
-            if keep:
-                kept.append(value)
+    gc.disable()
+    try:
+        with open(path, "rb") as file:
+            for line in chunked_lines(file):
+                value = decode(line)
+                if keep:
+                    kept.append(value)
+    finally:
+        gc.enable()
     return len(kept)
+
+def peak_rss():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 def replay():
     return read_journal(path).factCount
@@ -79,7 +96,7 @@ for _ in range(repeat):
     best = min(best, time.perf_counter() - start)
     if mode == "replay":
         facts = result
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rss = peak_rss()
 print(json.dumps({"seconds": best, "facts": facts, "rss": rss}))
 """
 

@@ -1488,16 +1488,18 @@ class Fold:
         kind = type(fact)
         if kind is EntryFactWire:
             applied = self._fast_entry(fact.entry, fact_id, fact.timestamp)
+        elif fact_id in self._reserved:
+            # The envelope's last rule (no fact takes an ID a record reserved) is
+            # checked after the handler; only entries release reservations.
+            return False
+        elif kind is SealFactWire:
+            applied = self._fast_seal(fact)
         elif kind is RecordFactWire:
-            # The envelope's last rule (an ID a record reserved is no fact ID) holds
-            # after the handler only if it holds before: records reserve, never release.
-            applied = fact_id not in self._reserved and self._fast_record(fact.record, fact_id)
+            applied = self._fast_record(fact.record, fact_id)
         elif kind is UsageFactWire:
-            applied = fact_id not in self._reserved and self._fast_usage(fact)
-        elif kind is RawFactWire:
-            applied = fact_id not in self._reserved and self._fast_raw(fact, fact_id)
+            applied = self._fast_usage(fact)
         else:
-            applied = fact_id not in self._reserved and self._fast_seal(fact)
+            applied = self._fast_raw(fact, fact_id)
         if applied:
             self._seq = seq
             self._commit_fact(fact_id, seq)

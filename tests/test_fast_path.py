@@ -383,6 +383,22 @@ def test_every_transaction_dropped_repeated_or_reversed_reduces_alike(name):
             assert_paths_agree(_renumbered(lines[0], json.loads(json.dumps(reversed_body))))
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"kind":"record","seq":1,"id":"0190f5e2-7c00-7a00-8a00-000000000010","timestamp":1,"record":{"type":'
+        b'"toolStarted","operationId":"a","stepId":"b","assistantEntryId":"c","toolIndex":0,"toolCallId":"d",'
+        b'"toolName":"e","arguments":{"x":' + b"[" * 50_000 + b"]" * 50_000 + b'},"replay":"safe","replayKey":"k",'
+        b'"environmentIdentity":"w","resultEntryId":"f"}}',
+    ],
+)
+def test_json_nested_too_deeply_fails_closed_on_both_paths(line):
+    """msgspec raises RecursionError past its depth limit; the reader still answers with a CorruptionError."""
+    data = split(JOURNALS["writer-v2"])[0] + b"\n" + line + b"\n"
+    assert assert_paths_agree(data) == ("error", {"code": "MALFORMED_JSON", "line": 2})
+
+
 def test_the_writer_folds_alike_line_by_line():
     """The writer applies one line per commit; both paths end in the same state and chain."""
     lines = split(JOURNALS["writer-v3"])

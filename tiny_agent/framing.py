@@ -44,6 +44,8 @@ class LineDecoder:
             value = self._decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             return _decode_outside_msgspec(line, error)
+        except RecursionError:
+            raise ProfileViolation("JSON nested too deeply") from None
         scratch = self._scratch
         self._encode_into(value, scratch)
         if scratch != line:
@@ -98,7 +100,7 @@ class ProvenLineDecoder:
     def decode(self, line: bytes) -> Any | None:
         try:
             value = self._decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
         scratch = self._scratch
         self._encode_into(value, scratch)

@@ -628,16 +628,21 @@ class Fold:
 
     def _fold_line(self, line: bytes) -> None:
         """The fast path for as many facts as it can vouch for, the reference path for the rest."""
-        start = 0
-        if self._proven is not None:
-            value = self._proven.decode(line)
-            if value is not None:
-                facts = value if type(value) is list else [value]
-                start = self._fast_facts(facts)
-                if facts and start == len(facts):
-                    self._end_transaction(type(facts[-1]) is SealFactWire)
-                    return
-        self._transaction(self._decode(line), start)
+        vouched = 0
+        value = self._proven.decode(line) if self._proven is not None else None
+        if value is not None:
+            facts = value if type(value) is list else [value]
+            self._facts_in_line = len(facts)
+            fast_fact = self._fast_fact
+            for fact in facts:
+                self._fact_index = vouched
+                if not fast_fact(fact):
+                    break
+                vouched += 1
+            if facts and vouched == len(facts):
+                self._end_transaction(type(facts[-1]) is SealFactWire)
+                return
+        self._transaction(self._decode(line), vouched)
 
     def _transaction(self, value: Any, start: int = 0) -> None:
         """The reference path: every rule in the contract's order, from fact ``start`` on.
@@ -1469,15 +1474,6 @@ class Fold:
     # no type checks; IDs found in the fold's indexes are valid UUIDv7s
     # already (only an applied ID gets there), so equality with one replaces
     # the pattern match.
-
-    def _fast_facts(self, facts: list[Any]) -> int:
-        """Apply facts from the start of the line while they are vouched for; how many were."""
-        self._facts_in_line = len(facts)
-        for index, fact in enumerate(facts):
-            self._fact_index = index
-            if not self._fast_fact(fact):
-                return index
-        return len(facts)
 
     def _fast_fact(self, fact: Any) -> bool:
         """The envelope (§5), then the kind's own rules."""

@@ -516,6 +516,43 @@ def test_reencoding_never_grows_a_line_and_shrinks_one_with_a_repeated_key(index
         assert _DECODER.decode(line) is None
 
 
+def test_the_line_type_keeps_the_proofs_preconditions():
+    """Walks every type the fast decoder can produce (wire.py's and those it borrows from state.py and transcript.py).
+
+    The length proof needs: no float member; no member encoded that the line
+    may lack (a default is UNSET, or the Struct omits defaults); a tagged
+    Struct only as a member of a union (where msgspec requires the tag).
+    """
+    import msgspec.inspect as inspect
+
+    seen: set[int] = set()
+
+    def walk(info: Any, in_union: bool = False) -> None:
+        if id(info) in seen:
+            return
+        seen.add(id(info))
+        assert not isinstance(info, inspect.FloatType), "a float member could re-encode longer"
+        if isinstance(info, inspect.UnionType):
+            for member in info.types:
+                walk(member, in_union=True)
+        elif isinstance(info, (inspect.ListType, inspect.DictType)):
+            walk(info.item_type if isinstance(info, inspect.ListType) else info.value_type)
+        elif isinstance(info, inspect.StructType):
+            assert info.tag_field is None or in_union, f"{info.cls.__name__} has a tag msgspec would not require"
+            config = info.cls.__struct_config__
+            for field in info.fields:
+                if not field.required:
+                    assert field.default is msgspec.UNSET or config.omit_defaults, (
+                        f"{info.cls.__name__}.{field.name} would be encoded although the line may lack it"
+                    )
+                walk(field.type)
+        elif isinstance(info, inspect.Metadata):
+            walk(info.type)
+
+    walk(inspect.type_info(LineWire))
+    assert len(seen) > 20
+
+
 def test_every_line_of_the_ordinary_journals_is_proven():
     for name in ("generated-v2", "writer-v2", "writer-v3"):
         for line in split(JOURNALS[name])[1:]:

@@ -19,6 +19,11 @@ Constraints the duplicate-key proof of
 - a tag only on a Struct that is decoded as one member of a tagged union
   (the tag is then required); ``MessageEntry.type`` is a plain member.
 
+They hold for the types borrowed from :mod:`tiny_agent.state` and
+:mod:`tiny_agent.transcript` too (``ConfigurationSnapshot``, ``ToolCall``);
+tests/test_fast_path.py walks every reachable type and fails if an edit
+anywhere breaks one of them.
+
 Scalar rules that need no context (enumerated strings, integer ranges,
 non-empty strings) are stated here as ``Literal`` and ``Meta`` types, which
 msgspec checks in C while decoding; a value outside them sends the line to

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay throughput against a bare msgspec decode of the same bytes, measured in one run.
 
-    python bench/replay_bench.py [--sizes 10,100] [--repeat 3] [--journal PATH ...]
+    python bench/replay_bench.py [--sizes 10,100] [--repeat 5] [--journal PATH ...]
 
 For each size it generates a valid session v2 journal with the shared
 generator (../shared/bench/gen_v2_session.py, cached under bench/out/) and a
@@ -10,13 +10,22 @@ sealed v3 copy of it, then measures, each in a fresh interpreter:
 - replay: ``tiny_agent.journal.read_journal`` (full validation and fold);
 - bare decode, keep: read the file in the same chunks, split lines, decode
   every line with msgspec and keep the values (what any reader that rebuilds
-  state must at least do) -- the baseline of the target ratio;
+  state must at least do) -- the baseline of the target ratio.  The cyclic
+  GC is paused while it runs, exactly as replay pauses it (journal.py):
+  with the GC on, the baseline slows down on big heaps (rescanning what it
+  keeps) and the ratio would flatter replay;
 - bare decode, discard: the same, dropping each value at once (pure parse
   speed, shown for reference);
-- peak RSS of a replay-only process.
+- peak RSS of the replay process: the kernel's high-water mark of the
+  process's own address space (VmHWM).  ``ru_maxrss`` is not used: on Linux
+  it carries the parent's resident set over fork/exec, so a child of a big
+  parent (this script after generating a journal) reports the parent's size.
 
-Machines are noisy: every figure is the best of ``--repeat`` runs and ratios
-only compare figures taken in the same run.  Nothing here is a pass/fail test.
+Machines are noisy (and this one is shared): the modes run in interleaved
+rounds -- replay, keep, discard, replay, keep, ... -- each in a fresh
+interpreter, so a slow spell hits every mode alike; every time is the best of
+``--repeat`` rounds, peak RSS the highest, and ratios only compare figures
+taken in the same run.  Nothing here is a pass/fail test.
 """
 
 from __future__ import annotations
@@ -38,13 +47,12 @@ GENERATOR = SHARED / "bench" / "gen_v2_session.py"
 RUNS_PER_MB = 95
 
 CHILD = r"""
-import gc, json, resource, sys, time
+import gc, json, sys, time
 import msgspec
 sys.path.insert(0, sys.argv[3])
 from tiny_agent.journal import read_journal
 
 path, mode = sys.argv[1], sys.argv[2]
-repeat = int(sys.argv[4])
 
 def chunked_lines(file):
     rest = b""
@@ -59,39 +67,61 @@ def chunked_lines(file):
 def bare(keep):
     decode = msgspec.json.Decoder().decode
     kept = []
-    with open(path, "rb") as file:
-        for line in chunked_lines(file):
-            value = decode(line)
-            if keep:
-                kept.append(value)
+    gc.disable()
+    try:
+        with open(path, "rb") as file:
+            for line in chunked_lines(file):
+                value = decode(line)
+                if keep:
+                    kept.append(value)
+    finally:
+        gc.enable()
     return len(kept)
+
+def peak_rss():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 def replay():
     return read_journal(path).factCount
 
 work = {"replay": replay, "keep": lambda: bare(True), "discard": lambda: bare(False)}[mode]
-best = float("inf")
-facts = None
-for _ in range(repeat):
-    gc.collect()
-    start = time.perf_counter()
-    result = work()
-    best = min(best, time.perf_counter() - start)
-    if mode == "replay":
-        facts = result
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": best, "facts": facts, "rss": rss}))
+gc.collect()
+start = time.perf_counter()
+result = work()
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "facts": result if mode == "replay" else None, "rss": peak_rss()}))
 """
 
 
-def measure(path: Path, mode: str, repeat: int) -> dict:
+MODES = ("replay", "keep", "discard")
+
+
+def measure_once(path: Path, mode: str) -> dict:
     output = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), mode, str(ROOT), str(repeat)],
+        [sys.executable, "-c", CHILD, str(path), mode, str(ROOT)],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
     return json.loads(output)
+
+
+def measure(path: Path, repeat: int) -> dict[str, dict]:
+    """Best time (and highest peak RSS) of each mode over interleaved rounds."""
+    best: dict[str, dict] = {}
+    for _ in range(repeat):
+        for mode in MODES:
+            result = measure_once(path, mode)
+            if mode not in best:
+                best[mode] = result
+                continue
+            best[mode]["seconds"] = min(best[mode]["seconds"], result["seconds"])
+            best[mode]["rss"] = max(best[mode]["rss"], result["rss"])
+    return best
 
 
 def generate_v2(megabytes: int) -> Path:
@@ -141,9 +171,8 @@ def sealed_copy(source: Path) -> Path:
 
 def report(path: Path, repeat: int) -> dict:
     size = path.stat().st_size
-    replay = measure(path, "replay", repeat)
-    keep = measure(path, "keep", repeat)
-    discard = measure(path, "discard", repeat)
+    results = measure(path, repeat)
+    replay, keep, discard = results["replay"], results["keep"], results["discard"]
     megabytes = size / 1e6
     row = {
         "journal": path.name,
@@ -165,7 +194,7 @@ def report(path: Path, repeat: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,100", help="journal sizes in MB (default 10,100)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--journal", action="append", type=Path, default=[], help="measure these files instead")
     parser.add_argument("--no-v3", action="store_true", help="skip the sealed v3 copies")
     args = parser.parse_args()

@@ -9,12 +9,16 @@ which is what our writer (and most JSON writers) produce; a line that
 round-trips cannot hide a duplicate key, because the re-encoded text has each
 key once.  Only lines that do not round-trip pay for a second, duplicate-aware
 parse.
+
+:class:`ProvenLineDecoder` is the fast path's decoder: it decodes straight
+into typed Structs and proves the absence of duplicate keys by length alone,
+whatever the member order (see its docstring).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import msgspec
 
@@ -40,11 +44,93 @@ class LineDecoder:
             value = self._decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             return _decode_outside_msgspec(line, error)
+        except RecursionError:
+            raise ProfileViolation("JSON nested too deeply") from None
         scratch = self._scratch
         self._encode_into(value, scratch)
         if scratch != line:
             _reject_duplicate_keys(line)
         return value
+
+
+class ProvenLineDecoder:
+    """Typed decoding of the lines whose every object provably has unique keys.
+
+    ``decode`` returns the typed value, or None when the line is not one it
+    can vouch for (it does not fit the type, or the proof below fails); the
+    caller then takes the reference path (:class:`LineDecoder` and the
+    rule-by-rule fold), which finds the line's first fault.
+
+    The proof, whatever the member order: re-encode the decoded value and
+    compare *lengths*.  Every step from the line's text T to the encoding E
+    of its value can only keep or shrink the length, never grow it:
+
+    - strings: msgspec writes each character in its shortest legal form
+      (tests/test_fast_path.py checks every Unicode scalar value), and T's
+      form of it is at least as long;
+    - integers: T's digits are canonical JSON (no leading zeros), so E's are
+      the same, or shorter for ``-0``;
+    - objects: E holds each member once, T at least once; member order does
+      not change a length; whitespace and non-minimal escapes only add to T;
+    - ``msgspec.Raw`` members re-encode as their exact source bytes.
+
+    So ``len(E) == len(T)`` means every step kept the length, and a repeated
+    key (at least 5 bytes: ``,"":0``) would have shrunk it.  Three things
+    could grow E and so hide a duplicate; the line type must exclude them:
+
+    - floats (``1e9`` re-encodes as ``1000000000.0``): typed members are
+      ints or strings, and ``float_hook`` refuses a float in any untyped
+      (``Any``) member;
+    - members T lacks that E writes: every optional field defaults to UNSET
+      (never encoded) and ``omit_defaults`` drops a default-valued field;
+    - a tag T lacks: msgspec accepts a tagged Struct without its tag unless
+      the Struct is decoded as one member of a tagged union, so the type uses
+      tags only inside unions.
+
+    ``Raw`` members are only skipped over (msgspec does not check their
+    UTF-8): the caller must decode each one with :func:`decode_text` before
+    relying on the line.
+    """
+
+    def __init__(self, line_type: Any) -> None:
+        self._decode = msgspec.json.Decoder(line_type, float_hook=_refuse_float).decode
+        self._encode_into = msgspec.json.Encoder().encode_into
+        self._scratch = bytearray()
+
+    def decode(self, line: bytes) -> Any | None:
+        try:
+            value = self._decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None
+        scratch = self._scratch
+        self._encode_into(value, scratch)
+        if len(scratch) != len(line):
+            return None
+        return value
+
+
+def _refuse_float(text: str) -> NoReturn:
+    raise ValueError("the fast path does not take floats")
+
+
+NOT_TEXT: Final = object()
+"""What :func:`decode_text` returns for a member that is not a valid JSON string (or null, where allowed)."""
+
+_decode_text = msgspec.json.Decoder(str).decode
+_decode_text_or_null = msgspec.json.Decoder(str | None).decode
+
+
+def decode_text(raw: msgspec.Raw, *, nullable: bool = False) -> str | None | object:
+    """A ``Raw`` JSON string member as str (None for ``null`` if ``nullable``), else NOT_TEXT.
+
+    Decoding the member on its own keeps CPython from caching a UTF-8 copy
+    inside the str, which re-encoding a non-ASCII str does; transcript
+    contents would carry that copy for the life of the state.
+    """
+    try:
+        return _decode_text_or_null(raw) if nullable else _decode_text(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return NOT_TEXT
 
 
 def decode_line(line: bytes) -> Any:

@@ -28,7 +28,14 @@ from msgspec import UNSET
 
 from tiny_agent.canonical import canonical_json, sha256_digest
 from tiny_agent.errors import CorruptionError, ErrorCode
-from tiny_agent.framing import LineDecoder, ProfileViolation, find_encoded_surrogate
+from tiny_agent.framing import (
+    NOT_TEXT,
+    LineDecoder,
+    ProfileViolation,
+    ProvenLineDecoder,
+    decode_text,
+    find_encoded_surrogate,
+)
 from tiny_agent.state import (
     IDLE,
     CompactionOperation,
@@ -54,8 +61,24 @@ from tiny_agent.transcript import (
     UserMessage,
     compaction_summary_message,
 )
+from tiny_agent.wire import (
+    MAX_SAFE_INTEGER,
+    AssistantWire,
+    EntryFactWire,
+    LineWire,
+    MessageEntry,
+    OperationFinishedWire,
+    RawFactWire,
+    RecordFactWire,
+    RunStartedWire,
+    SealFactWire,
+    StepAttemptWire,
+    ToolStartedWire,
+    ToolWire,
+    UsageFactWire,
+    UserWire,
+)
 
-MAX_SAFE_INTEGER: Final = 9007199254740991
 SUPPORTED_VERSIONS: Final = (2, 3)
 
 _uuid_match = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}").fullmatch
@@ -438,9 +461,20 @@ class Fold:
     ``apply_header`` then ``apply_line`` for each committed line, in order.
     ``state`` is the reduced state so far (advanced in place).  Any
     :class:`CorruptionError` spends the fold.
+
+    Two paths fold a line.  The reference path reads it as untrusted dicts
+    and checks every rule in the contract's order: it is the definition of
+    what the fold accepts and of which error it reports.  The fast path
+    (``fast_path=True``, the default) decodes an ordinary line straight into
+    typed Structs (:mod:`tiny_agent.wire`) and applies a fact only when every
+    rule holds; it never raises.  For each fact it first checks, then
+    applies, so the first fact it cannot vouch for is still untouched and the
+    reference path takes over from that fact, finding its first fault.  The
+    two paths share the code that applies a fact; the differential tests
+    (tests/test_fast_path.py) hold their outcomes identical.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, fast_path: bool = True) -> None:
         self.state: SessionState = None  # type: ignore[assignment]
         self.lines = 0
         self.committed_length = 0
@@ -467,6 +501,7 @@ class Fold:
         self._facts_in_line = 0
         self._fact_index = 0
         self._line_decoder = LineDecoder()
+        self._proven = ProvenLineDecoder(LineWire) if fast_path else None
         self._handlers: dict[str, Callable[[dict[str, Any], str], None]] = {
             "entry": self._entry_fact,
             "record": self._record_fact,
@@ -511,8 +546,9 @@ class Fold:
             self._guard()
         self.lines += 1
         self._seq = None
+        self._transcript_breach = None
         try:
-            self._transaction(self._decode(line))
+            self._fold_line(line)
         except Fault as fault:
             self._spend(fault, self._seq if fault.with_seq else None)
         if self.version == 3:
@@ -595,24 +631,49 @@ class Fold:
 
     # -- transactions (§5) --------------------------------------------------
 
-    def _transaction(self, value: Any) -> None:
-        self._transcript_breach = None
+    def _fold_line(self, line: bytes) -> None:
+        """The fast path for as many facts as it can vouch for, the reference path for the rest."""
+        vouched = 0
+        value = self._proven.decode(line) if self._proven is not None else None
+        if value is not None:
+            facts = value if type(value) is list else [value]
+            self._facts_in_line = len(facts)
+            fast_fact = self._fast_fact
+            for fact in facts:
+                self._fact_index = vouched
+                if not fast_fact(fact):
+                    break
+                vouched += 1
+            if facts and vouched == len(facts):
+                self._end_transaction(type(facts[-1]) is SealFactWire)
+                return
+        self._transaction(self._decode(line), vouched)
+
+    def _transaction(self, value: Any, start: int = 0) -> None:
+        """The reference path: every rule in the contract's order, from fact ``start`` on.
+
+        ``start`` > 0 when the fast path applied the line's first facts (each
+        of which the reference path would have applied the same way).
+        """
         if type(value) is list:
             if not value:
                 raise Fault("EMPTY_TRANSACTION", "empty transaction array", with_seq=False)
             self._facts_in_line = len(value)
-            for index, fact in enumerate(value):
+            for index in range(start, len(value)):
                 self._fact_index = index
-                self._fact(fact)
+                self._fact(value[index])
             last = value[-1]
         else:
             self._facts_in_line = 1
             self._fact_index = 0
             self._fact(value)
             last = value
+        self._end_transaction(last["kind"] == "seal")
+
+    def _end_transaction(self, ends_with_seal: bool) -> None:
+        """The rules of a whole line, once each of its facts is applied."""
         if self.version == 3:
-            sealed = last["kind"] == "seal"
-            if not sealed:
+            if not ends_with_seal:
                 _fail(INVALID_FACT, "a v3 transaction must end with a seal fact")
             self.state.sealed = self._facts_in_line == 1
         if self._transcript_breach is not None:
@@ -641,6 +702,9 @@ class Fold:
         handler(fact, fact_id)
         if fact_id in self._reserved:
             _fail(DUPLICATE_ID, f"fact id {fact_id} is reserved by a record")
+        self._commit_fact(fact_id, seq)
+
+    def _commit_fact(self, fact_id: str, seq: int) -> None:
         self._fact_ids.add(fact_id)
         self._next_seq = seq + 1
 
@@ -691,6 +755,12 @@ class Fold:
             record = self._assistant_entry(entry, fact_id, message, timestamp)  # type: ignore[arg-type]
         else:
             record = self._tool_entry(entry, fact_id, message, timestamp)  # type: ignore[arg-type]
+        self._append_message(record, message)
+
+    def _append_message(self, record: EntryRecord, message: Message) -> None:
+        """Apply a message entry that passed every rule; a role-rule breach fails the line at its end."""
+        state = self.state
+        fact_id = record.id
         state.entries[fact_id] = record
         self._entry_order.append(fact_id)
         self.message_ids.append(fact_id)
@@ -734,6 +804,12 @@ class Fold:
             _fail(INVALID_TRANSCRIPT, "stopReason toolUse but the message has no tool_calls")
         if stop_reason == "stop" and has_calls:
             _fail(INVALID_TRANSCRIPT, "stopReason stop but the message has tool_calls")
+        return self._settle_assistant(current, attempt, fact_id, message, stop_reason, timestamp)
+
+    def _settle_assistant(
+        self, current: _Operation, attempt: _Attempt, fact_id: str, message: AssistantMessage, stop_reason: str, timestamp: int
+    ) -> EntryRecord:
+        """Close the attempt an assistant entry settles; the entry's record, to append."""
         attempt.open = False
         attempt.settled_entry_id = fact_id
         step = current.state.step
@@ -746,9 +822,9 @@ class Fold:
             message,
             len(self.state.transcript),
             attempt.operation_id,
-            step_id,
-            attempt_id,
-            stop_reason,
+            attempt.step_id,
+            attempt.id,
+            stop_reason,  # type: ignore[arg-type]
             timestamp,
         )
 
@@ -806,10 +882,13 @@ class Fold:
         mismatch = _started_mismatch(started, step_id, fact_id, message.tool_call_id, tool_name)
         if mismatch is not None:
             _fail(INVALID_REFERENCE, f"tool result does not match toolStarted {started_id}: {mismatch}")
+        self._complete_tool(started, fact_id)
+        return started.operationId
+
+    def _complete_tool(self, started: ToolCallState, result_id: str) -> None:
         started.status = "completed"
         self._operations[started.operationId].pending -= 1
-        del self._reserved[fact_id]
-        return started.operationId
+        del self._reserved[result_id]
 
     def _pre_execution_result(
         self, entry: dict[str, Any], message: ToolMessage, result: dict[str, Any], step_id: str, tool_name: str
@@ -1036,7 +1115,20 @@ class Fold:
             self._check_new_step(operation)
         else:
             self._check_retry(operation, step_id, step_kind, context_id, digest)
+        self._open_attempt(operation, attempt_id, step_id, step_kind, number, context_id, configuration)
+
+    def _open_attempt(
+        self,
+        operation: _Operation,
+        attempt_id: str,
+        step_id: str,
+        step_kind: str,
+        number: int,
+        context_id: str,
+        configuration: _Configuration,
+    ) -> None:
         operation_id = operation.state.operationId
+        digest = configuration.digest
         attempt = _Attempt(
             attempt_id, operation_id, step_id, step_kind, number, context_id, digest, configuration.tool_names
         )
@@ -1183,9 +1275,12 @@ class Fold:
             result_id,
             "pending",
         )
+        self._start_tool(operation, started, pair)
+
+    def _start_tool(self, operation: _Operation, started: ToolCallState, pair: tuple[str, int]) -> None:
         self._used_pairs.add(pair)
-        self._tool_started[fact_id] = started
-        run.toolCalls.append(started)
+        self._tool_started[started.toolStartedId] = started
+        operation.state.toolCalls.append(started)  # type: ignore[union-attr]
         operation.pending += 1
 
     def _abort_requested(self, record: dict[str, Any], fact_id: str) -> None:
@@ -1228,6 +1323,9 @@ class Fold:
             _require_error(record.get("error"), "operationFinished error")
         elif "error" in record:
             _fail(INVALID_FACT, f"an {outcome} operation has no error")
+        self._finish_operation()
+
+    def _finish_operation(self) -> None:
         self._current = None
         self.state.operation = IDLE
 
@@ -1327,8 +1425,12 @@ class Fold:
                 _fail(INVALID_FACT, f"usage.{_COUNTERS[index]} is not a safe non-negative integer: {_show(value)}")
             if totals[index] + value > MAX_SAFE_INTEGER:
                 _fail(INVALID_FACT, f"usage.{_COUNTERS[index]} overflows the session total")
+        self._add_usage(counters)  # type: ignore[arg-type]
+
+    def _add_usage(self, counters: tuple[int, int, int, int]) -> None:
+        totals = self._usage
         for index, value in enumerate(counters):
-            totals[index] += value  # type: ignore[operator]
+            totals[index] += value
         self.state.usage = Usage(totals[0], totals[1], totals[2], totals[3])
 
     # -- v3: raw and seal ---------------------------------------------------
@@ -1364,6 +1466,331 @@ class Fold:
                 f"seal chain does not match lines 1-{self.lines - 1}: a committed line was changed, "
                 "removed, added or reordered after it was sealed",
             )
+
+    # -- the fast path ---------------------------------------------------------
+    #
+    # Each ``_fast_*`` method answers "does every rule of the reference path
+    # hold for this fact?" and, only if so, applies it through the same
+    # ``_append_message`` / ``_settle_assistant`` / ... helpers the reference
+    # path uses.  Returning False means "not vouched for", never "invalid":
+    # the reference path then decides, so a check here may be stricter than
+    # the contract (costing speed on unusual facts) but never looser.  The
+    # order of the checks is free, because no error is reported from here.
+    # Members the wire types make typed (ints, strings, closed objects) need
+    # no type checks; IDs found in the fold's indexes are valid UUIDv7s
+    # already (only an applied ID gets there), so equality with one replaces
+    # the pattern match.
+
+    def _fast_fact(self, fact: Any) -> bool:
+        """The envelope (§5), then the kind's own rules."""
+        seq = fact.seq
+        fact_id = fact.id
+        if seq != self._next_seq or _uuid_match(fact_id) is None or fact_id in self._fact_ids:
+            return False
+        kind = type(fact)
+        if kind is EntryFactWire:
+            applied = self._fast_entry(fact.entry, fact_id, fact.timestamp)
+        elif fact_id in self._reserved:
+            # The envelope's last rule (no fact takes an ID a record reserved) is
+            # checked after the handler; only entries release reservations.
+            return False
+        elif kind is SealFactWire:
+            applied = self._fast_seal(fact)
+        elif kind is RecordFactWire:
+            applied = self._fast_record(fact.record, fact_id)
+        elif kind is UsageFactWire:
+            applied = self._fast_usage(fact)
+        else:
+            applied = self._fast_raw(fact, fact_id)
+        if applied:
+            self._seq = seq
+            self._commit_fact(fact_id, seq)
+        return applied
+
+    # entries (§8)
+
+    def _fast_entry(self, entry: MessageEntry, fact_id: str, timestamp: int) -> bool:
+        message = entry.message
+        kind = type(message)
+        if kind is UserWire:
+            return self._fast_user_entry(entry, message, fact_id, timestamp)  # type: ignore[arg-type]
+        if kind is AssistantWire:
+            return self._fast_assistant_entry(entry, message, fact_id, timestamp)  # type: ignore[arg-type]
+        return self._fast_tool_entry(entry, message, fact_id, timestamp)  # type: ignore[arg-type]
+
+    def _fast_user_entry(self, entry: MessageEntry, wire: UserWire, fact_id: str, timestamp: int) -> bool:
+        if (
+            entry.stepId is not UNSET
+            or entry.attemptId is not UNSET
+            or entry.stopReason is not UNSET
+            or entry.toolName is not UNSET
+            or entry.toolStartedId is not UNSET
+            or entry.result is not UNSET
+            or fact_id in self._reserved
+        ):
+            return False
+        content = decode_text(wire.content)
+        if type(content) is not str or not content:
+            return False
+        message = UserMessage(content)
+        record = EntryRecord(
+            fact_id, len(self._entry_order), message, len(self.state.transcript), None, None, None, None, timestamp
+        )
+        self._append_message(record, message)
+        return True
+
+    def _fast_assistant_entry(self, entry: MessageEntry, wire: AssistantWire, fact_id: str, timestamp: int) -> bool:
+        if (
+            entry.toolName is not UNSET
+            or entry.toolStartedId is not UNSET
+            or entry.result is not UNSET
+            or entry.stopReason is UNSET
+            or fact_id in self._reserved
+        ):
+            return False
+        attempt = self._attempts.get(entry.attemptId)  # type: ignore[arg-type]
+        current = self._current
+        stop_reason = entry.stopReason
+        if (
+            attempt is None
+            or attempt.step_id != entry.stepId
+            or not attempt.open
+            or attempt.step_kind != "assistant"
+            or current is None
+            or current.kind != "run"
+            or current.state.operationId != attempt.operation_id
+        ):
+            return False
+        calls = wire.tool_calls
+        if calls is UNSET:
+            if stop_reason == "toolUse":
+                return False
+        elif stop_reason == "stop" or not _plain_tool_calls(calls):
+            return False
+        content = decode_text(wire.content, nullable=True)
+        if content is NOT_TEXT:
+            return False
+        message = AssistantMessage(content) if calls is UNSET else AssistantMessage(content, calls)  # type: ignore[arg-type]
+        record = self._settle_assistant(current, attempt, fact_id, message, stop_reason, timestamp)  # type: ignore[arg-type]
+        self._append_message(record, message)
+        return True
+
+    def _fast_tool_entry(self, entry: MessageEntry, wire: ToolWire, fact_id: str, timestamp: int) -> bool:
+        """A started call's success or error (pre-execution and synthetic results take the reference path)."""
+        if (
+            entry.attemptId is not UNSET
+            or entry.stopReason is not UNSET
+            or entry.result is UNSET
+            or self._reserved.get(fact_id) != TOOL_RESULT
+        ):
+            return False
+        started = self._tool_started.get(entry.toolStartedId)  # type: ignore[arg-type]
+        if started is None or _started_mismatch(started, entry.stepId, fact_id, wire.tool_call_id, entry.toolName) is not None:  # type: ignore[arg-type]
+            return False
+        content = decode_text(wire.content)
+        if content is NOT_TEXT:
+            return False
+        message = ToolMessage(content, started.toolCallId)  # type: ignore[arg-type]
+        self._complete_tool(started, fact_id)
+        record = EntryRecord(
+            fact_id,
+            len(self._entry_order),
+            message,
+            len(self.state.transcript),
+            started.operationId,
+            started.stepId,
+            None,
+            None,
+            timestamp,
+        )
+        self._append_message(record, message)
+        return True
+
+    # records (§9)
+
+    def _fast_record(self, record: Any, fact_id: str) -> bool:
+        kind = type(record)
+        if kind is ToolStartedWire:
+            return self._fast_tool_started(record, fact_id)
+        if kind is StepAttemptWire:
+            return self._fast_step_attempt(record, fact_id)
+        if kind is RunStartedWire:
+            return self._fast_run_started(record, fact_id)
+        return self._fast_run_finished(record)
+
+    def _reservable(self, value: str, fact_id: str) -> bool:
+        """The rules of :meth:`_reserve`, and the envelope's: the reserved ID is not the fact's own."""
+        return (
+            value != fact_id
+            and _uuid_match(value) is not None
+            and value not in self._fact_ids
+            and value not in self._reserved
+        )
+
+    def _fast_run_started(self, record: RunStartedWire, fact_id: str) -> bool:
+        operation_id = record.operationId
+        if self._current is not None or not self._reservable(operation_id, fact_id):
+            return False
+        entry = self.state.entries.get(record.inputEntryId)
+        if entry is None or type(entry.message) is not UserMessage:
+            return False
+        self._reserved[operation_id] = IDENTITY
+        self._begin(_Operation(kind="run", state=RunOperation(operationId=operation_id, inputEntryId=entry.id, toolCalls=[])))
+        return True
+
+    def _fast_step_attempt(self, record: StepAttemptWire, fact_id: str) -> bool:
+        operation = self._current
+        step_id = record.stepId
+        attempt_id = record.attemptId
+        context_id = record.contextThroughEntryId
+        # The context boundary is always an applied entry, so a context equal
+        # to it names one (the reference path checks that first).
+        if (
+            operation is None
+            or operation.kind != "run"
+            or operation.state.operationId != record.operationId
+            or context_id != self.state.contextBoundary
+            or step_id == attempt_id
+            or not self._reservable(step_id, fact_id)
+            or not self._reservable(attempt_id, fact_id)
+        ):
+            return False
+        # A snapshot equal to one already validated under the claimed digest is
+        # valid and has that digest; an unseen one takes the reference path once.
+        configuration = self._configurations.get(record.configurationDigest)
+        if configuration is None or configuration.snapshot != record.configurationSnapshot:
+            return False
+        step = operation.state.step
+        if step is not UNSET and (step.status != "settled" or step.stopReason != "toolUse" or operation.pending):
+            return False
+        self._reserved[step_id] = IDENTITY
+        self._reserved[attempt_id] = IDENTITY
+        self._open_attempt(operation, attempt_id, step_id, "assistant", 1, context_id, configuration)
+        return True
+
+    def _fast_tool_started(self, record: ToolStartedWire, fact_id: str) -> bool:
+        operation = self._current
+        if operation is None or operation.kind != "run" or operation.state.operationId != record.operationId:
+            return False
+        target = self.state.entries.get(record.assistantEntryId)
+        if (
+            target is None
+            or target.operationId != record.operationId
+            or target.stopReason != "toolUse"
+            or target.stepId != record.stepId
+        ):
+            return False
+        calls = target.message.tool_calls  # type: ignore[union-attr]
+        tool_index = record.toolIndex
+        if tool_index >= len(calls):
+            return False
+        call = calls[tool_index]
+        tool_name = record.toolName
+        pair = (target.id, tool_index)
+        if (
+            call.id != record.toolCallId
+            or call.function.name != tool_name
+            or pair in self._used_pairs
+            or tool_name not in self._attempts[target.attemptId].tool_names  # type: ignore[index]
+            or not self._reservable(record.resultEntryId, fact_id)
+        ):
+            return False
+        self._reserved[record.resultEntryId] = TOOL_RESULT
+        started = ToolCallState(
+            operation.state.operationId,
+            fact_id,
+            target.stepId,  # type: ignore[arg-type]
+            target.id,
+            tool_index,
+            call.id,
+            call.function.name,
+            record.arguments,
+            record.replay,
+            record.replayKey,
+            record.environmentIdentity,
+            record.resultEntryId,
+            "pending",
+        )
+        self._start_tool(operation, started, pair)
+        return True
+
+    def _fast_run_finished(self, record: OperationFinishedWire) -> bool:
+        operation = self._current
+        if (
+            operation is None
+            or operation.kind != "run"
+            or operation.state.operationId != record.operationId
+            or operation.pending
+        ):
+            return False
+        completion = record.completion
+        wanted = "stop" if completion == "normal" else "length"
+        final_id = record.finalEntryId
+        final = self.state.entries.get(final_id)
+        if final is None or final.message is None or final.operationId != record.operationId or final.stopReason != wanted:
+            return False
+        attempt = self._attempts.get(final.attemptId)  # type: ignore[arg-type]
+        if (
+            attempt is None
+            or attempt.open
+            or attempt.failed
+            or attempt.step_id != operation.latest_step_id
+            or attempt.settled_entry_id != final_id
+        ):
+            return False
+        message: AssistantMessage = final.message  # type: ignore[assignment]
+        if completion == "normal":
+            if message.content is None or not message.content.strip(_JS_WHITESPACE):
+                return False
+        elif message.tool_calls is UNSET:
+            return False
+        self._finish_operation()
+        return True
+
+    # usage (§10), raw responses and seals (v3)
+
+    def _fast_usage(self, fact: UsageFactWire) -> bool:
+        operation_id = fact.operationId
+        if operation_id not in self._operations:
+            return False
+        if fact.attemptId is not UNSET:
+            attempt = self._attempts.get(fact.attemptId)
+            if fact.toolStartedId is not UNSET or attempt is None or attempt.operation_id != operation_id:
+                return False
+        else:
+            started = self._tool_started.get(fact.toolStartedId)  # type: ignore[arg-type]
+            if started is None or started.operationId != operation_id:
+                return False
+        usage = fact.usage
+        counters = (usage.input, usage.output, usage.cacheRead, usage.cacheWrite)
+        totals = self._usage
+        for index, value in enumerate(counters):
+            if totals[index] + value > MAX_SAFE_INTEGER:
+                return False
+        self._add_usage(counters)
+        return True
+
+    def _fast_raw(self, fact: RawFactWire, fact_id: str) -> bool:
+        operation = self._current
+        attempt = self._attempts.get(fact.attemptId)
+        if (
+            self.version != 3
+            or self._facts_in_line != 2
+            or self._fact_index != 0
+            or operation is None
+            or operation.state.operationId != fact.operationId
+            or attempt is None
+            or attempt.operation_id != fact.operationId
+            or not attempt.open
+            or attempt.raw_id is not None
+        ):
+            return False
+        attempt.raw_id = fact_id
+        operation.state.step.rawId = fact_id  # type: ignore[union-attr]
+        return True
+
+    def _fast_seal(self, fact: SealFactWire) -> bool:
+        return self.version == 3 and self._fact_index == self._facts_in_line - 1 and fact.chain == self.chain
 
     # -- queries for planning and audit --------------------------------------
 
@@ -1448,6 +1875,16 @@ def _started_mismatch(started: ToolCallState, step_id: str, fact_id: str, call_i
     if started.status != "pending":
         return "the call is already answered"
     return None
+
+
+def _plain_tool_calls(calls: list[ToolCall]) -> bool:
+    """§7's tool-call rules that the wire types leave to the fold: non-empty ids and names, ids unique."""
+    if not calls:
+        return False
+    for call in calls:
+        if not call.id or not call.function.name:
+            return False
+    return len(calls) == 1 or len({call.id for call in calls}) == len(calls)
 
 
 def _first_pending(run: RunOperation) -> ToolCallState | None:

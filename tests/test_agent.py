@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import wire
+import replies
 from conftest import PROJECT_ROOT
 from lines import split
 from test_replay_cli import call
@@ -68,7 +68,7 @@ def test_demo_runs_offline_and_keeps_only_canonical_fields(capsys, workspace):
 
 
 def test_run_against_a_dirty_provider(capsys, workspace):
-    script = [wire.read("README.md"), wire.answer("It prints hi.")]
+    script = [replies.read("README.md"), replies.answer("It prints hi.")]
     with LoopbackServer(script) as server:
         code, out, err = run_prompt(capsys, server)
     assert (code, out) == (0, "It prints hi.\n")
@@ -88,7 +88,7 @@ def test_run_against_a_dirty_provider(capsys, workspace):
 
 
 def test_every_changed_byte_is_caught_by_a_seal(capsys, workspace):
-    with LoopbackServer([wire.read(), wire.answer("It prints hi.")]) as server:
+    with LoopbackServer([replies.read(), replies.answer("It prints hi.")]) as server:
         assert run_prompt(capsys, server)[0] == 0
     data = only_session(workspace).read_bytes()
     lines = split(data)
@@ -106,7 +106,7 @@ def test_every_changed_byte_is_caught_by_a_seal(capsys, workspace):
 def test_the_api_key_is_sent_but_never_written(capsys, workspace, monkeypatch):
     secret = "sk-test-0123456789-never-on-disk"
     monkeypatch.setenv("TINY_AGENT_API_KEY", secret)
-    with LoopbackServer([wire.read(), wire.answer("done")]) as server:
+    with LoopbackServer([replies.read(), replies.answer("done")]) as server:
         assert run_prompt(capsys, server)[0] == 0
     assert all(request.authorized for request in server.requests)
     assert secret not in json.dumps(msgspec.to_builtins(server.requests))
@@ -116,7 +116,7 @@ def test_the_api_key_is_sent_but_never_written(capsys, workspace, monkeypatch):
 
 
 def test_json_output_and_continuing_an_idle_session(capsys, workspace):
-    with LoopbackServer([wire.answer("first"), wire.answer("second")]) as server:
+    with LoopbackServer([replies.answer("first"), replies.answer("second")]) as server:
         code, out, _ = run_prompt(capsys, server, "--json")
         result = json.loads(out)
         assert (code, result["outcome"], result["final"]) == (0, "completed", "first")
@@ -136,10 +136,10 @@ def test_json_output_and_continuing_an_idle_session(capsys, workspace):
         (Reply(status=401, body=b'{"error":{"message":"No auth credentials found","code":401}}'), "HTTP 401"),
         (Reply(body=b'{"error":{"message":"Provider returned error","code":502}}'), "provider reported an error"),
         (Reply(body=b"<html>502 Bad Gateway</html>", content_type="text/html"), "not JSON"),
-        (Reply(body=wire.body({"role": "assistant", "content": [{"type": "text", "text": "hi"}]})), "content is a list"),
-        (Reply(body=wire.body({"role": "assistant", "content": "   "})), "without an answer"),
-        (Reply(body=wire.body({"role": "assistant", "content": "It is a proj"}, finish="length")), "cut off"),
-        (Reply(body=wire.body({"role": "assistant", "content": ""}, finish="content_filter")), "content_filter"),
+        (Reply(body=replies.body({"role": "assistant", "content": [{"type": "text", "text": "hi"}]})), "content is a list"),
+        (Reply(body=replies.body({"role": "assistant", "content": "   "})), "without an answer"),
+        (Reply(body=replies.body({"role": "assistant", "content": "It is a proj"}, finish="length")), "cut off"),
+        (Reply(body=replies.body({"role": "assistant", "content": ""}, finish="content_filter")), "content_filter"),
         (Reply(body=b"\xff\xfe not utf-8"), "not UTF-8"),
     ],
     ids=["500", "401", "in-band-error", "html", "content-list", "blank-answer", "length-without-calls", "filtered", "binary"],
@@ -176,7 +176,7 @@ def test_timeout_and_hang_up_fail_without_a_raw_fact(capsys, workspace, monkeypa
 
 
 def test_length_with_calls_is_answered_as_truncated_and_never_executed(capsys, workspace):
-    truncated = wire.calls(("write", '{"path":"notes.md","content":"# No'), finish="length")
+    truncated = replies.calls(("write", '{"path":"notes.md","content":"# No'), finish="length")
     with LoopbackServer([truncated]) as server:
         code, _, _ = run_prompt(capsys, server)
     assert code == 0
@@ -188,8 +188,8 @@ def test_length_with_calls_is_answered_as_truncated_and_never_executed(capsys, w
 
 def test_unknown_tools_and_invalid_arguments_are_answered_with_fixed_texts(capsys, workspace):
     script = [
-        wire.calls(("launch_rockets", "{}"), ("read", "not json"), ("read", '{"file":"README.md"}')),
-        wire.answer("I could not do any of that."),
+        replies.calls(("launch_rockets", "{}"), ("read", "not json"), ("read", '{"file":"README.md"}')),
+        replies.answer("I could not do any of that."),
     ]
     with LoopbackServer(script) as server:
         code, out, _ = run_prompt(capsys, server)
@@ -203,7 +203,7 @@ def test_unknown_tools_and_invalid_arguments_are_answered_with_fixed_texts(capsy
 
 
 def test_a_tool_error_is_a_result_not_a_crash(capsys, workspace):
-    script = [wire.read("../outside.txt"), wire.read("missing.txt"), wire.answer("Neither file is readable.")]
+    script = [replies.read("../outside.txt"), replies.read("missing.txt"), replies.answer("Neither file is readable.")]
     with LoopbackServer(script) as server:
         assert run_prompt(capsys, server)[0] == 0
     state = read_journal(only_session(workspace))
@@ -215,11 +215,11 @@ def test_a_tool_error_is_a_result_not_a_crash(capsys, workspace):
 
 
 def test_a_second_writer_exits_75_at_once(capsys, workspace):
-    with LoopbackServer([wire.answer("first")]) as server:
+    with LoopbackServer([replies.answer("first")]) as server:
         code, out, _ = run_prompt(capsys, server, "--json")
     session = json.loads(out)["session"]
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    with LoopbackServer([Reply(body=wire.answer("slow").body, delay=4)]) as server:
+    with LoopbackServer([Reply(body=replies.answer("slow").body, delay=4)]) as server:
         first = subprocess.Popen(
             [sys.executable, "-m", "tiny_agent", "run", "slow one", "--session", session, "--base-url", server.base_url, "--model", "test/model"],
             cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-import wire
+import replies
 from conftest import PROJECT_ROOT
 from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.loopback import LoopbackServer, Reply
@@ -45,9 +45,9 @@ class ScriptedModel:
         number = next(self.numbers)
         last = request["messages"][-1]["role"] if request and request.get("messages") else "user"
         if last == "user":
-            reply = wire.calls(("read", '{"path":"README.md"}'), ("bash", json.dumps({"command": SIDE_EFFECT})), ids=[f"call_read_{number}", f"call_bash_{number}"])
+            reply = replies.calls(("read", '{"path":"README.md"}'), ("bash", json.dumps({"command": SIDE_EFFECT})), ids=[f"call_read_{number}", f"call_bash_{number}"])
         else:
-            reply = wire.answer("done")
+            reply = replies.answer("done")
         body = reply.body.replace(b'"gen-test"', f'"gen-{number}"'.encode())
         return Reply(body=body, delay=self.delay)
 
@@ -239,7 +239,7 @@ def _records(path: Path) -> list[str]:
 
 
 def test_ctrl_c_during_a_model_call(workspace):
-    with LoopbackServer([Reply(body=wire.answer("late").body, delay=10)]) as server:
+    with LoopbackServer([Reply(body=replies.answer("late").body, delay=10)]) as server:
         process = tiny(workspace, server, "run", "hello", wait=False)
         while server.request_count == 0:
             time.sleep(0.05)
@@ -253,7 +253,7 @@ def test_ctrl_c_during_a_model_call(workspace):
 
 
 def test_ctrl_c_during_a_tool_interrupts_it_and_answers_every_call(workspace):
-    script = [wire.calls(("bash", json.dumps({"command": "sleep 20; echo late >> side-effects.log"})), ("read", '{"path":"README.md"}'))]
+    script = [replies.calls(("bash", json.dumps({"command": "sleep 20; echo late >> side-effects.log"})), ("read", '{"path":"README.md"}'))]
     with LoopbackServer(script) as server:
         process = tiny(workspace, server, "run", "hello", "--allow-bash", wait=False)
         deadline = time.monotonic() + 20

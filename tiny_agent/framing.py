@@ -24,6 +24,8 @@ import msgspec
 
 LF: Final = 0x0A
 CR: Final = 0x0D
+SCRATCH_KEPT: Final = 1 << 20
+"""A re-encoding buffer that grew beyond this (for one huge line) is let go rather than kept for the fold's life."""
 
 
 class ProfileViolation(Exception):
@@ -50,6 +52,8 @@ class LineDecoder:
         self._encode_into(value, scratch)
         if scratch != line:
             _reject_duplicate_keys(line)
+        if len(scratch) > SCRATCH_KEPT:
+            self._scratch = bytearray()
         return value
 
 
@@ -104,6 +108,8 @@ class ProvenLineDecoder:
             return None
         scratch = self._scratch
         self._encode_into(value, scratch)
+        if len(scratch) > SCRATCH_KEPT:
+            self._scratch = bytearray()
         if len(scratch) != len(line):
             return None
         return value

@@ -1031,6 +1031,9 @@ class Fold:
         if entry is None or type(entry.message) is not UserMessage:
             _require_uuid(input_id, "runStarted inputEntryId")
             _fail(INVALID_REFERENCE, f"inputEntryId {input_id} is not a user message entry")
+        self._begin_run(operation_id, input_id)
+
+    def _begin_run(self, operation_id: str, input_id: str) -> None:
         run = RunOperation(operationId=operation_id, inputEntryId=input_id, toolCalls=[])
         self._begin(_Operation(kind="run", state=run))
         self.state.runCount += 1
@@ -1635,7 +1638,7 @@ class Fold:
         if entry is None or type(entry.message) is not UserMessage:
             return False
         self._reserved[operation_id] = IDENTITY
-        self._begin(_Operation(kind="run", state=RunOperation(operationId=operation_id, inputEntryId=entry.id, toolCalls=[])))
+        self._begin_run(operation_id, entry.id)
         return True
 
     def _fast_step_attempt(self, record: StepAttemptWire, fact_id: str) -> bool:

@@ -248,11 +248,11 @@ def _system_prompt(path: str | None) -> str:
         fail(f"USAGE: --system {path}: cannot read it as UTF-8 text ({error})", EXIT_USAGE)
 
 
-def _provider(base_url: str | None, model: str | None, fallback_model: str | None = None):  # -> ProviderConfig
+def _provider(base_url: str | None, model: str | None, fallback_model: str | None = None, require_key: bool = True):  # -> ProviderConfig
     from tiny_agent.provider import ProviderError, resolve_config
 
     try:
-        return resolve_config(base_url, model or _env_model() or fallback_model)
+        return resolve_config(base_url, model or _env_model() or fallback_model, require_key=require_key)
     except ProviderError as error:
         fail(f"CONFIG: {error.message}", EXIT_USAGE)
 
@@ -442,7 +442,7 @@ def resume(
         _plan_only(path, current_config, base_url, model, system, allow_bash, as_json)
         return
     writer = _open_writer(path, durability)
-    provider = _provider(base_url, model, fallback_model=writer.state.header.model)
+    provider = _provider(base_url, model, fallback_model=writer.state.header.model, require_key=False)
     runtime = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash)
     if writer.state.operation.__class__.__name__ == "IdleOperation":
         writer.close()
@@ -495,7 +495,7 @@ def _plan_only(path, current_config, base_url, model, system, allow_bash, as_jso
         except msgspec.DecodeError as error:
             fail(f"USAGE: --current-config {current_config}: {error}", EXIT_USAGE)
     else:
-        provider = _provider(base_url, model, fallback_model=state.header.model)
+        provider = _provider(base_url, model, fallback_model=state.header.model, require_key=False)
         current = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash).current()
     plan = plan_recovery(state, current)
     if as_json:

@@ -88,6 +88,12 @@ class ProviderConfig:
         """Which endpoint and model answer: part of the configuration digest (no secrets)."""
         return f"{self.base_url}#{self.model}"
 
+    def require_key(self) -> None:
+        """A remote endpoint needs a key; raise before any request is attempted without one."""
+        if self._api_key is None and not self.is_local:
+            variables = ", ".join(KEY_VARIABLES)
+            raise ProviderError("config", f"no API key for {self.host}: set one of {variables}")
+
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
         return f"ProviderConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>)"
@@ -96,9 +102,18 @@ class ProviderConfig:
 
 
 def resolve_config(
-    base_url: str | None = None, model: str | None = None, api_key: str | None = None, *, read_timeout: float = 120.0
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    *,
+    read_timeout: float = 120.0,
+    require_key: bool = True,
 ) -> ProviderConfig:
-    """Flags first, then ``TINY_AGENT_BASE_URL`` / ``TINY_AGENT_MODEL`` / the key variables."""
+    """Flags first, then ``TINY_AGENT_BASE_URL`` / ``TINY_AGENT_MODEL`` / the key variables.
+
+    ``require_key=False`` defers the key check to the first request (``resume``
+    may only need to replay a tool, and ``--dry-run`` never asks the model).
+    """
     url = base_url or os.environ.get("TINY_AGENT_BASE_URL") or DEFAULT_BASE_URL
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -108,9 +123,8 @@ def resolve_config(
         raise ProviderError("config", "no model: pass --model or set TINY_AGENT_MODEL")
     key = api_key or next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), None)
     config = ProviderConfig(url, chosen_model, key, read_timeout=read_timeout)
-    if key is None and not config.is_local:
-        variables = ", ".join(KEY_VARIABLES)
-        raise ProviderError("config", f"no API key for {config.host}: set one of {variables}")
+    if require_key:
+        config.require_key()
     return config
 
 
@@ -118,6 +132,7 @@ class ChatClient:
     """POST ``{base_url}/chat/completions``; returns the response as received."""
 
     def __init__(self, config: ProviderConfig, transport: httpx.BaseTransport | None = None) -> None:
+        config.require_key()
         import httpx
 
         self.config = config

@@ -338,11 +338,6 @@ def _renumbered(header: bytes, body: list[Any]) -> bytes:
     return _finish(lines)
 
 
-def _finish(lines: list[bytes]) -> bytes:
-    data = join(lines)
-    return reseal(data) if json.loads(lines[0]).get("version") == 3 else data
-
-
 @pytest.mark.parametrize("name", ORDINARY)
 def test_every_single_leaf_edit_reduces_alike(name):
     """Each value changed, one at a time: every rule about a value gets its turn.

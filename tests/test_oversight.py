@@ -15,14 +15,24 @@ import pytest
 from builders import RunWriter, new_writer, write_tool_session
 from conftest import PROJECT_ROOT
 from lines import edit_line, reseal, split
-from test_agent import workspace  # noqa: F401 - shared fixture
 from test_replay_cli import call
 from tiny_agent import catalog
 from tiny_agent.journal import JournalWriter, raw_facts
 
 
 @pytest.fixture()
-def demo_session(capsys, workspace) -> Path:  # noqa: F811 - pytest fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """A working directory with a README and a sessions directory beside it."""
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "README.md").write_text("# Example\n\nA project that prints hi.\n")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TINY_AGENT_SESSIONS_DIR", str(tmp_path / "sessions"))
+    return root
+
+
+@pytest.fixture()
+def demo_session(capsys, workspace) -> Path:
     assert call(capsys, "demo")[0] == 0
     (path,) = (workspace.parent / "sessions").glob("*.jsonl")
     return path

@@ -95,10 +95,9 @@ def list_sessions(directory: Path, limit: int | None = None, progress: Callable[
     return rows
 
 
-def known_length(directory: Path, name: str) -> int | None:
-    """The length the index last saw for a journal (for ``verify``'s truncation check)."""
-    entry = _load_index(directory).journals.get(name)
-    return entry.size if entry is not None else None
+def known_lengths(directory: Path) -> dict[str, int]:
+    """The length the index last saw for each journal (for ``verify``'s truncation check)."""
+    return {name: entry.size for name, entry in _load_index(directory).journals.items()}
 
 
 def summarize(path: Path) -> Summary:

@@ -558,7 +558,7 @@ def verify(
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
-    from tiny_agent.catalog import known_length
+    from tiny_agent.catalog import known_lengths
     from tiny_agent.store import list_journals, sessions_dir as directory_of
     from tiny_agent.verify import verify as verify_journal
 
@@ -573,9 +573,11 @@ def verify(
         return
     show = _progress_bar("verify") if len(paths) > 1 else None
     verdicts = []
+    lengths: dict = {}
     for position, path in enumerate(paths, start=1):
-        known = known_length(path.parent, path.name)
-        verdicts.append(verify_journal(path, known))
+        if path.parent not in lengths:
+            lengths[path.parent] = known_lengths(path.parent)
+        verdicts.append(verify_journal(path, lengths[path.parent].get(path.name)))
         if show is not None:
             show(position, len(paths))
     if as_json:

@@ -267,26 +267,6 @@ def encode_header(header: HeaderLine) -> bytes:
     return _encoder.encode(header)
 
 
-def pre_execution_result(
-    *,
-    step_id: str,
-    assistant_entry_id: str,
-    tool_index: int,
-    tool_call_id: str,
-    tool_name: str,
-    reason: SyntheticReason,
-    content: str,
-) -> PreExecutionResultEntry:
-    return PreExecutionResultEntry(
-        stepId=step_id,
-        assistantEntryId=assistant_entry_id,
-        toolIndex=tool_index,
-        toolName=tool_name,
-        message=ToolMessage(content=content, tool_call_id=tool_call_id),
-        result=ToolResult(type="synthetic", reason=reason),
-    )
-
-
 # -- reading facts back (from journals the reducer has accepted) -------------------
 
 

@@ -139,11 +139,6 @@ def decode_text(raw: msgspec.Raw, *, nullable: bool = False) -> str | None | obj
         return NOT_TEXT
 
 
-def decode_line(line: bytes) -> Any:
-    """Decode one line (see :class:`LineDecoder`, which is cheaper for many lines)."""
-    return LineDecoder().decode(line)
-
-
 def _decode_outside_msgspec(line: bytes, error: Exception) -> Any:
     """Settle the few lines msgspec refuses although RFC 8259 allows them.
 
@@ -215,11 +210,3 @@ def find_encoded_surrogate(data: bytes, start: int, end: int) -> int:
             return position
         position = data.find(b"\xed", position + 1, end)
     return -1
-
-
-def is_utf8(data: bytes, start: int, end: int) -> bool:
-    try:
-        memoryview(data)[start:end].tobytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET
@@ -101,11 +101,8 @@ def environment_identity(cwd: Path) -> str:
     return configured or os.path.realpath(cwd)
 
 
-def _run(state: SessionState) -> RunOperation:
-    operation = state.operation
-    if type(operation) is not RunOperation:
-        raise ValueError("no run is open")
-    return operation
+def _operation_kind(state: SessionState) -> Literal["run", "compaction"]:
+    return "run" if type(state.operation) is RunOperation else "compaction"
 
 
 def _step(state: SessionState) -> Step:
@@ -131,7 +128,7 @@ def step_attempt(
     state: SessionState, configuration: Configuration, *, attempt: int, context_through: str, step_id: str | None = None
 ) -> list[Fact]:
     operation = state.operation
-    kind = "assistant" if type(operation) is RunOperation else "compaction"
+    kind = "assistant" if _operation_kind(state) == "run" else "compaction"
     return [
         RecordFact(
             id="",
@@ -324,14 +321,12 @@ def pre_execution_result(
 
 def request_abort(state: SessionState, phase: str, tool_call_id: str | None = None) -> list[Fact]:
     """Durably ask the open operation to stop, before anything in flight is cancelled."""
-    operation = state.operation
-    kind = "run" if type(operation) is RunOperation else "compaction"
     return [
         RecordFact(
             id="",
             record=AbortRequested(
-                operationId=operation.operationId,  # type: ignore[union-attr]
-                operationKind=kind,
+                operationId=state.operation.operationId,  # type: ignore[union-attr]
+                operationKind=_operation_kind(state),
                 phase=phase,  # type: ignore[arg-type]
                 toolCallId=UNSET if tool_call_id is None else tool_call_id,
             ),
@@ -347,14 +342,12 @@ def finish(
     final_entry_id: str | None = None,
     error: tuple[str, str] | None = None,
 ) -> list[Fact]:
-    operation = state.operation
-    kind = "run" if type(operation) is RunOperation else "compaction"
     return [
         RecordFact(
             id="",
             record=OperationFinished(
-                operationId=operation.operationId,  # type: ignore[union-attr]
-                operationKind=kind,
+                operationId=state.operation.operationId,  # type: ignore[union-attr]
+                operationKind=_operation_kind(state),
                 outcome=outcome,  # type: ignore[arg-type]
                 completion=UNSET if completion is None else completion,  # type: ignore[arg-type]
                 finalEntryId=UNSET if final_entry_id is None else final_entry_id,

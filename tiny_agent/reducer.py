@@ -1795,12 +1795,6 @@ class Fold:
     def _fast_seal(self, fact: SealFactWire) -> bool:
         return self.version == 3 and self._fact_index == self._facts_in_line - 1 and fact.chain == self.chain
 
-    # -- queries for planning and audit --------------------------------------
-
-    def attempt_raw_id(self, attempt_id: str) -> str | None:
-        attempt = self._attempts.get(attempt_id)
-        return None if attempt is None else attempt.raw_id
-
 
 def _new_configuration(snapshot: dict[str, Any]) -> _Configuration:
     _require_keys(snapshot, SNAPSHOT_KEYS, "configurationSnapshot")

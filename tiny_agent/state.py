@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tiny_agent.transcript import AssistantMessage, Message, StopReason, Usage
+from tiny_agent.transcript import Message, StopReason, Usage
 
 StepKind = Literal["assistant", "compaction"]
 StepStatus = Literal["attempting", "settled", "failed"]
@@ -152,15 +152,3 @@ class SessionState(msgspec.Struct):
             "operation": msgspec.to_builtins(self.operation),
             "repairedLength": self.repairedLength,
         }
-
-    def settled_assistant(self) -> tuple[EntryRecord, AssistantMessage] | None:
-        """The entry and message that settled the current run step, if it is settled."""
-        operation = self.operation
-        if type(operation) is not RunOperation or operation.step is UNSET:
-            return None
-        step = operation.step
-        if step.status != "settled" or step.settledEntryId is UNSET:
-            return None
-        record = self.entries[step.settledEntryId]
-        assert type(record.message) is AssistantMessage
-        return record, record.message

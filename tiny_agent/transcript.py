@@ -99,8 +99,6 @@ class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
         return self.cacheRead / total
 
 
-ZERO_USAGE: Final = Usage()
-
 SyntheticReason = Literal["invalidArguments", "unknownTool", "truncated", "aborted", "interrupted"]
 
 SYNTHETIC_TEXTS: Final[dict[str, str]] = {

@@ -286,7 +286,7 @@ def test_blocked_recovery_exits_75_with_a_remedy(workspace, model):
     session = journal_of(workspace).name.split("_", 1)[1][:-6]  # type: ignore[union-attr]
     blocked = tiny(workspace, model, "resume", session, "--model", "another/model", "--allow-bash")
     assert blocked.returncode == 75
-    assert blocked.stderr.strip().splitlines()[-1].startswith("BLOCKED: blocked (configuration_changed)")
+    assert blocked.stderr.strip().splitlines()[-1].startswith("BLOCKED: configuration_changed: ")
     assert "--abort" in blocked.stderr
     dry = tiny(workspace, model, "resume", session, "--dry-run", "--json", "--allow-bash")
     assert json.loads(dry.stdout)["type"] == "startStep"

@@ -39,6 +39,7 @@ from tiny_agent.recovery import (
     SettleFromRaw,
     StartStep,
     StartTool,
+    describe_block,
     explain,
     plan_recovery,
 )
@@ -134,8 +135,7 @@ class Driver:
                     return self._idle_result(actions)
                 plan = plan_recovery(state, self.runtime.current())
                 if type(plan) is Blocked:
-                    reason = f"{explain(plan, state)}"
-                    return DriveResult(status="blocked", reason=reason, actions=actions)
+                    return DriveResult(status="blocked", reason=describe_block(plan.reason), actions=actions)
                 self.report(explain(plan, state))
                 try:
                     self._act(plan)

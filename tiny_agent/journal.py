@@ -248,6 +248,7 @@ class JournalWriter:
         self._durability = durability
         self._clock = clock
         self._poisoned: str | None = None
+        self._committed = False
         self.repaired_tail: Path | None = None
 
     # -- opening ----------------------------------------------------------------
@@ -337,6 +338,7 @@ class JournalWriter:
                 self._fold = fold_file(self.path)[0]
                 raise CommitRejected(error) from None
             self._append(line + b"\n", label)
+            self._committed = True
         failpoints.maybe_crash(f"after-commit:{label}")
         return stamped
 
@@ -366,11 +368,15 @@ class JournalWriter:
     # -- closing --------------------------------------------------------------
 
     def close(self, *, seal: bool = True) -> None:
-        """Release the session; a clean close first appends a seal-only line covering the last line."""
+        """Release the session; a clean close first appends a seal-only line covering the last line.
+
+        Only a writer that appended something seals: opening a session and
+        finding nothing to do (or a blocked recovery) writes nothing at all.
+        """
         if self._fd < 0:
             return
         try:
-            if seal and self._poisoned is None and self._fold.version >= 3 and not self._fold.state.sealed:
+            if seal and self._committed and self._poisoned is None and self._fold.version >= 3 and not self._fold.state.sealed:
                 self.commit_seal()
         finally:
             os.close(self._fd)

@@ -309,6 +309,11 @@ def remedy(reason: str) -> str:
     return _BLOCKED_REMEDY.get(reason, "run `tiny-agent resume --abort`")
 
 
+def describe_block(reason: str) -> str:
+    """``<reason>: why; what to do`` — one line for a blocked recovery."""
+    return f"{reason}: {_BLOCKED_WHY[reason]}; {remedy(reason)}"
+
+
 def explain(plan: Plan, state: SessionState) -> str:
     """One line for people: what the plan does and why."""
     kind = type(plan)
@@ -329,8 +334,7 @@ def explain(plan: Plan, state: SessionState) -> str:
         return "close the open model attempt as aborted (an abort was requested)"
     if kind is SettleFromRaw:
         return f"settle attempt {plan.attemptId} from its stored response {plan.rawId} (no new provider request)"  # type: ignore[union-attr]
-    reason = plan.reason  # type: ignore[union-attr]
-    return f"blocked ({reason}): {_BLOCKED_WHY[reason]}; {remedy(reason)}"
+    return f"blocked, {describe_block(plan.reason)}"  # type: ignore[union-attr]
 
 
 def _explain_finish(plan: Finish, state: SessionState) -> str:

@@ -29,7 +29,7 @@ from conftest import conformance_dir, shared_dir
 from lines import dumps, join, reseal, split
 from test_fuzz import VALID, mutate
 from tiny_agent.errors import CorruptionError
-from tiny_agent.framing import ProvenLineDecoder
+from tiny_agent.json_profile import ProvenLineDecoder
 from tiny_agent.reducer import Fold, reduce_chunks
 from tiny_agent.wire import LineWire
 

@@ -46,7 +46,7 @@ from tiny_agent.state import (
     ReplayPolicy,
     RunOperation,
     SessionState,
-    Step,
+    LatestAttempt,
     ToolCallState,
     ToolDigest,
 )
@@ -105,7 +105,7 @@ def _operation_kind(state: SessionState) -> Literal["run", "compaction"]:
     return "run" if type(state.operation) is RunOperation else "compaction"
 
 
-def _step(state: SessionState) -> Step:
+def _step(state: SessionState) -> LatestAttempt:
     operation = state.operation
     if type(operation) not in (RunOperation, CompactionOperation) or operation.step is UNSET:  # type: ignore[union-attr]
         raise ValueError("no step is open")

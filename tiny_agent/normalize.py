@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from tiny_agent.framing import LineDecoder, ProfileViolation
+from tiny_agent.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.reducer import MAX_SAFE_INTEGER
 from tiny_agent.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
 

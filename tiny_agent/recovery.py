@@ -18,7 +18,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.lifecycle import ToolDeclaration
-from tiny_agent.state import CompactionOperation, RunOperation, SessionState, Step, ToolCallState
+from tiny_agent.state import CompactionOperation, RunOperation, SessionState, LatestAttempt, ToolCallState
 from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage
 
 BlockedReason = Literal["configuration_changed", "environment_changed", "replay_declaration_changed", "attempts_exhausted"]
@@ -130,7 +130,7 @@ def _first_step(operation: RunOperation | CompactionOperation) -> StartStep:
     return StartStep(stepKind="compaction", attempt=1, contextThroughEntryId=operation.inputThroughEntryId)  # type: ignore[union-attr]
 
 
-def _open_attempt(step: Step, current: CurrentConfiguration) -> Plan:
+def _open_attempt(step: LatestAttempt, current: CurrentConfiguration) -> Plan:
     if step.rawId is not UNSET:
         return SettleFromRaw(attemptId=step.attemptId, rawId=step.rawId)
     if step.attempt == 2:
@@ -142,7 +142,7 @@ def _open_attempt(step: Step, current: CurrentConfiguration) -> Plan:
     )
 
 
-def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperation, step: Step | UnsetType) -> Plan:
+def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperation, step: LatestAttempt | UnsetType) -> Plan:
     if step is not UNSET and step.status == "attempting":
         return CloseAttempt(error=ABORTED)
     if type(operation) is RunOperation and step is not UNSET and step.status == "settled":
@@ -157,7 +157,7 @@ def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperati
     return Finish(outcome="aborted")
 
 
-def _settled_run_step(state: SessionState, run: RunOperation, step: Step, current: CurrentConfiguration) -> Plan:
+def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttempt, current: CurrentConfiguration) -> Plan:
     calls = _classify_calls(state, run, step)
     if not calls:
         # A `length` entry without calls cannot be completed (§18 P5); the
@@ -230,7 +230,7 @@ class _Call(msgspec.Struct, frozen=True):
     pending: ToolCallState | None = None
 
 
-def _classify_calls(state: SessionState, run: RunOperation, step: Step) -> list[_Call]:
+def _classify_calls(state: SessionState, run: RunOperation, step: LatestAttempt) -> list[_Call]:
     """The settling message's calls, each pending, answered or untouched."""
     settled_id = step.settledEntryId
     if settled_id is UNSET:

@@ -28,7 +28,7 @@ from msgspec import UNSET
 
 from tiny_agent.canonical import canonical_json, sha256_digest
 from tiny_agent.errors import CorruptionError, ErrorCode
-from tiny_agent.framing import (
+from tiny_agent.json_profile import (
     NOT_TEXT,
     LineDecoder,
     ProfileViolation,
@@ -40,11 +40,11 @@ from tiny_agent.state import (
     IDLE,
     CompactionOperation,
     ConfigurationSnapshot,
-    EntryRecord,
+    AppliedEntry,
     Header,
     RunOperation,
     SessionState,
-    Step,
+    LatestAttempt,
     ToolCallState,
     ToolDigest,
 )
@@ -750,14 +750,14 @@ class Fold:
                 _fail(DUPLICATE_ID, f"user entry id {fact_id} is reserved by a record")
             if not entry.keys() <= USER_ENTRY_KEYS:
                 _unknown_key(entry, USER_ENTRY_KEYS, "user entry")
-            record = EntryRecord(fact_id, position, message, len(state.transcript), None, None, None, None, timestamp)
+            record = AppliedEntry(fact_id, position, message, len(state.transcript), None, None, None, None, timestamp)
         elif kind is AssistantMessage:
             record = self._assistant_entry(entry, fact_id, message, timestamp)  # type: ignore[arg-type]
         else:
             record = self._tool_entry(entry, fact_id, message, timestamp)  # type: ignore[arg-type]
         self._append_message(record, message)
 
-    def _append_message(self, record: EntryRecord, message: Message) -> None:
+    def _append_message(self, record: AppliedEntry, message: Message) -> None:
         """Apply a message entry that passed every rule; a role-rule breach fails the line at its end."""
         state = self.state
         fact_id = record.id
@@ -773,7 +773,7 @@ class Fold:
 
     def _assistant_entry(
         self, entry: dict[str, Any], fact_id: str, message: AssistantMessage, timestamp: int
-    ) -> EntryRecord:
+    ) -> AppliedEntry:
         if fact_id in self._reserved:
             _fail(DUPLICATE_ID, f"assistant entry id {fact_id} is reserved by a record")
         if not entry.keys() <= ASSISTANT_ENTRY_KEYS:
@@ -808,7 +808,7 @@ class Fold:
 
     def _settle_assistant(
         self, current: _Operation, attempt: _Attempt, fact_id: str, message: AssistantMessage, stop_reason: str, timestamp: int
-    ) -> EntryRecord:
+    ) -> AppliedEntry:
         """Close the attempt an assistant entry settles; the entry's record, to append."""
         attempt.open = False
         attempt.settled_entry_id = fact_id
@@ -816,7 +816,7 @@ class Fold:
         step.status = "settled"  # type: ignore[union-attr]
         step.settledEntryId = fact_id  # type: ignore[union-attr]
         step.stopReason = stop_reason  # type: ignore[union-attr]
-        return EntryRecord(
+        return AppliedEntry(
             fact_id,
             len(self._entry_order),
             message,
@@ -828,7 +828,7 @@ class Fold:
             timestamp,
         )
 
-    def _tool_entry(self, entry: dict[str, Any], fact_id: str, message: ToolMessage, timestamp: int) -> EntryRecord:
+    def _tool_entry(self, entry: dict[str, Any], fact_id: str, message: ToolMessage, timestamp: int) -> AppliedEntry:
         pre_execution = "assistantEntryId" in entry or "toolIndex" in entry
         allowed = PRE_EXECUTION_RESULT_KEYS if pre_execution else STARTED_RESULT_KEYS
         if not entry.keys() <= allowed:
@@ -848,7 +848,7 @@ class Fold:
             operation_id = self._pre_execution_result(entry, message, result, step_id, tool_name)
         else:
             operation_id = self._started_result(entry, fact_id, message, result, step_id, tool_name)
-        return EntryRecord(
+        return AppliedEntry(
             fact_id, len(self._entry_order), message, len(self.state.transcript), operation_id, step_id, None, None, timestamp
         )
 
@@ -970,7 +970,7 @@ class Fold:
         step.status = "settled"  # type: ignore[union-attr]
         step.settledEntryId = fact_id  # type: ignore[union-attr]
         del self._reserved[fact_id]
-        entries[fact_id] = EntryRecord(
+        entries[fact_id] = AppliedEntry(
             fact_id, len(self._entry_order), None, -1, compaction.operationId, attempt.step_id, attempt.id, None, timestamp
         )
         self._entry_order.append(fact_id)
@@ -1141,7 +1141,7 @@ class Fold:
         else:
             self._step_attempts[step_id].append(attempt)
         operation.latest_step_id = step_id
-        operation.state.step = Step(
+        operation.state.step = LatestAttempt(
             operation_id,
             step_id,
             attempt_id,
@@ -1536,7 +1536,7 @@ class Fold:
         if type(content) is not str or not content:
             return False
         message = UserMessage(content)
-        record = EntryRecord(
+        record = AppliedEntry(
             fact_id, len(self._entry_order), message, len(self.state.transcript), None, None, None, None, timestamp
         )
         self._append_message(record, message)
@@ -1595,7 +1595,7 @@ class Fold:
             return False
         message = ToolMessage(content, started.toolCallId)  # type: ignore[arg-type]
         self._complete_tool(started, fact_id)
-        record = EntryRecord(
+        record = AppliedEntry(
             fact_id,
             len(self._entry_order),
             message,

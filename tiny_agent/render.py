@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from msgspec import UNSET
 
-from tiny_agent.state import CompactionOperation, EntryRecord, RunOperation, SessionState
+from tiny_agent.state import CompactionOperation, AppliedEntry, RunOperation, SessionState
 from tiny_agent.transcript import AssistantMessage, Message, ToolMessage, Usage, UserMessage
 
 _INDENT = "    "
@@ -24,21 +24,21 @@ def transcript_lines(state: SessionState) -> Iterator[str]:
     yield f"session {header.id} · v{state.version} · {header.provider} · {header.model}"
     yield f"created {created} in {header.cwd}"
     call_names: dict[str, str] = {}
-    for record in state.entries.values():
+    for entry in state.entries.values():
         yield ""
-        if record.message is None:
-            yield f"── compaction {record.id}: the model's context restarts from a summary here ──"
+        if entry.message is None:
+            yield f"── compaction {entry.id}: the model's context restarts from a summary here ──"
             continue
-        yield from _message_lines(record.transcriptIndex + 1, record, record.message, call_names)
+        yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names)
 
 
-def _message_lines(number: int, record: EntryRecord, message: Message, call_names: dict[str, str]) -> Iterator[str]:
+def _message_lines(number: int, entry: AppliedEntry, message: Message, call_names: dict[str, str]) -> Iterator[str]:
     kind = type(message)
     if kind is UserMessage:
         yield f"#{number} user"
         yield from _body(message.content)
     elif kind is AssistantMessage:
-        stop = f" → {record.stopReason}" if record.stopReason else ""
+        stop = f" → {entry.stopReason}" if entry.stopReason else ""
         yield f"#{number} assistant{stop}"
         if message.content:  # type: ignore[union-attr]
             yield from _body(message.content)  # type: ignore[union-attr]

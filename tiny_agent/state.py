@@ -49,8 +49,12 @@ class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=T
     outputOptionsDigest: str
 
 
-class Step(msgspec.Struct):
-    """The latest attempt of an operation's latest step."""
+class LatestAttempt(msgspec.Struct):
+    """The latest attempt of an operation's latest step: the ``step`` member of the conformance shape (§14).
+
+    Named for what it holds: a step can have several attempts, and this is
+    always the newest one, with the step's status as that attempt left it.
+    """
 
     operationId: str
     stepId: str
@@ -92,7 +96,7 @@ class RunOperation(msgspec.Struct, tag_field="kind", tag="run"):
     inputEntryId: str
     toolCalls: list[ToolCallState]
     abortRequested: bool = False
-    step: Step | UnsetType = UNSET
+    step: LatestAttempt | UnsetType = UNSET
 
 
 class CompactionOperation(msgspec.Struct, tag_field="kind", tag="compaction"):
@@ -100,7 +104,7 @@ class CompactionOperation(msgspec.Struct, tag_field="kind", tag="compaction"):
     inputThroughEntryId: str
     resultEntryId: str
     abortRequested: bool = False
-    step: Step | UnsetType = UNSET
+    step: LatestAttempt | UnsetType = UNSET
 
 
 Operation = Union[IdleOperation, RunOperation, CompactionOperation]
@@ -108,8 +112,12 @@ Operation = Union[IdleOperation, RunOperation, CompactionOperation]
 IDLE: IdleOperation = IdleOperation()
 
 
-class EntryRecord(msgspec.Struct, gc=False):
-    """Where an applied entry sits and what it settled; internal index, not conformance output."""
+class AppliedEntry(msgspec.Struct, gc=False):
+    """An applied entry fact in the fold's index: where it sits and what it settled.
+
+    Internal bookkeeping, not conformance output (and not a ``record`` fact:
+    in this code base "record" means only the record facts of session-v2 §9).
+    """
 
     id: str
     position: int
@@ -136,7 +144,7 @@ class SessionState(msgspec.Struct):
     factCount: int = 0
     contextBoundary: str | None = None
     """ID of the last message the next step must see (session-v2 §15)."""
-    entries: dict[str, EntryRecord] = msgspec.field(default_factory=dict)
+    entries: dict[str, AppliedEntry] = msgspec.field(default_factory=dict)
     sealed: bool = False
     """v3: the last committed line is a seal-only line (a clean close), so every byte is covered."""
     runCount: int = 0

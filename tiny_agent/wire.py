@@ -11,7 +11,7 @@ the contract (rare fact kinds, pre-execution tool results, failed outcomes
 are simply absent here) but never wider.
 
 Constraints the duplicate-key proof of
-:class:`tiny_agent.framing.ProvenLineDecoder` puts on these types:
+:class:`tiny_agent.json_profile.ProvenLineDecoder` puts on these types:
 
 - no float member anywhere (integers are ``int``; untyped members refuse
   floats through the decoder's ``float_hook``);
@@ -30,7 +30,7 @@ msgspec checks in C while decoding; a value outside them sends the line to
 the reference path.
 
 Message contents are ``msgspec.Raw``: the fold decodes each one with
-:func:`tiny_agent.framing.decode_text`, which validates it and keeps CPython
+:func:`tiny_agent.json_profile.decode_text`, which validates it and keeps CPython
 from caching a second, UTF-8 copy of the text inside the str.
 
 Pure declarations.

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from builders import RunWriter, new_writer
 from conftest import PROJECT_ROOT
 from test_replay_cli import call
-from tiny_agent import lifecycle
+from tiny_agent import transactions
 from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.normalize import Accepted, Rejected, UsageDerivation, normalize_body, normalize_response
 from tiny_agent.reducer import parse_message
@@ -55,7 +55,7 @@ def test_normalizes_provider_only_fields_so_the_session_keeps_only_canonical_mes
     run.start("What does this project do?")
     run.attempt()
     run.raw(body)
-    writer.commit(lifecycle.settle_assistant(writer.state, outcome.message, outcome.stop_reason, outcome.usage))
+    writer.commit(transactions.settle_assistant(writer.state, outcome.message, outcome.stop_reason, outcome.usage))
     writer.close()
     state = read_journal(path)
     assistant = msgspec.to_builtins(state.transcript[-1])
@@ -91,7 +91,7 @@ def test_rejects_malformed_provider_assistant_without_uncaught_exception(tmp_pat
     run.start("hello")
     run.attempt()
     run.raw(body.decode())
-    writer.commit(lifecycle.fail_step(writer.state, "rejected_response", outcome.reason, outcome.usage))
+    writer.commit(transactions.fail_step(writer.state, "rejected_response", outcome.reason, outcome.usage))
     writer.close()
     state = read_journal(path)
     assert state.operation.step.status == "failed"  # type: ignore[union-attr]

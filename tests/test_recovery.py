@@ -10,9 +10,9 @@ import pytest
 from builders import SNAPSHOT_DIGEST, RunWriter, new_writer
 from conftest import PROJECT_ROOT, conformance_dir
 from spec_example import example_bytes
-from tiny_agent import lifecycle
+from tiny_agent import transactions
 from tiny_agent.journal import read_journal
-from tiny_agent.lifecycle import ToolDeclaration
+from tiny_agent.tools import ToolDeclaration
 from tiny_agent.recovery import CurrentConfiguration, explain, plan_recovery
 from tiny_agent.reducer import reduce_bytes
 
@@ -131,7 +131,7 @@ def test_p2_calls_answered_by_synthetic_results_are_skipped(run):
     assert first["type"] == "appendSynthetic"
     assert [result["reason"] for result in first["results"]] == ["unknownTool"]
     state = run.writer.state
-    run.writer.commit([lifecycle.pre_execution_result(state, assistant_entry_id=asked, tool_index=0, reason="unknownTool")])
+    run.writer.commit([transactions.pre_execution_result(state, assistant_entry_id=asked, tool_index=0, reason="unknownTool")])
     assert plan(run)["type"] == "startTool"
     assert plan(run)["toolIndex"] == 1
 
@@ -141,7 +141,7 @@ def test_p3_length_with_every_call_answered_finishes_truncated(run):
     asked = run._settle(
         msgspec.convert(
             {"content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"pa'}}]},
-            lifecycle.AssistantMessage,
+            transactions.AssistantMessage,
         ),
         "length",
         None,
@@ -156,7 +156,7 @@ def test_p3_length_with_every_call_answered_finishes_truncated(run):
             }
         ],
     }
-    run.writer.commit([lifecycle.pre_execution_result(run.writer.state, assistant_entry_id=asked, tool_index=0, reason="truncated")])
+    run.writer.commit([transactions.pre_execution_result(run.writer.state, assistant_entry_id=asked, tool_index=0, reason="truncated")])
     assert plan(run) == {"type": "finish", "outcome": "completed", "completion": "truncated", "finalEntryId": asked}
 
 
@@ -172,7 +172,7 @@ def test_p4_no_call_pending_starts_a_step_at_the_context_boundary(run):
 
 def test_p5_length_without_calls_is_planned_as_rule_7_says(run):
     run.attempt()
-    truncated = run._settle(lifecycle.AssistantMessage(content="The first part of"), "length", None)
+    truncated = run._settle(transactions.AssistantMessage(content="The first part of"), "length", None)
     assert plan(run) == {"type": "finish", "outcome": "completed", "completion": "normal", "finalEntryId": truncated}
 
 
@@ -198,7 +198,7 @@ def test_never_tool_pending_is_interrupted(run):
 
 def test_abort_closes_the_attempt_then_answers_calls_then_finishes(run):
     run.attempt()
-    run.writer.commit(lifecycle.request_abort(run.writer.state, "model"))
+    run.writer.commit(transactions.request_abort(run.writer.state, "model"))
     assert plan(run) == {"type": "closeAttempt", "error": {"code": "aborted", "message": "Operation aborted"}}
 
 
@@ -207,13 +207,13 @@ def test_abort_with_pending_and_untouched_calls(run):
     asked = run.call_tools([("read", '{"path":"a"}'), ("read", '{"path":"b"}'), ("read", '{"path":"c"}')])
     run.run_tool(asked, 1, "b")
     started = run.run_tool(asked, 0, "", finish=False)
-    run.writer.commit(lifecycle.request_abort(run.writer.state, "tool", "call"))
+    run.writer.commit(transactions.request_abort(run.writer.state, "tool", "call"))
     first = plan(run)
     assert [(result["toolIndex"], result["reason"]) for result in first["results"]] == [(0, "interrupted"), (2, "aborted")]
     assert first["results"][0]["toolStartedId"] == started
     state = run.writer.state
-    facts = [lifecycle.interrupted_result(state.operation.toolCalls[1])]
-    facts.append(lifecycle.pre_execution_result(state, assistant_entry_id=asked, tool_index=2, reason="aborted"))
+    facts = [transactions.interrupted_result(state.operation.toolCalls[1])]
+    facts.append(transactions.pre_execution_result(state, assistant_entry_id=asked, tool_index=2, reason="aborted"))
     run.writer.commit(facts)
     assert plan(run) == {"type": "finish", "outcome": "aborted"}
 
@@ -239,7 +239,7 @@ def test_settle_from_raw_on_attempt_2(run):
 def test_abort_outranks_settle_from_raw(run):
     run.attempt()
     run.raw("{}")
-    run.writer.commit(lifecycle.request_abort(run.writer.state, "model"))
+    run.writer.commit(transactions.request_abort(run.writer.state, "model"))
     assert plan(run)["type"] == "closeAttempt"
 
 

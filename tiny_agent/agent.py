@@ -4,7 +4,7 @@ A live run and a recovery are the same loop.  ``run`` commits
 ``[user entry, runStarted]`` and drives; ``resume`` just drives.  Each turn
 asks :func:`tiny_agent.recovery.plan_recovery` for the next action on the
 current state, materializes it with the builders of
-:mod:`tiny_agent.lifecycle`, and commits.  So a session interrupted anywhere is
+:mod:`tiny_agent.transactions`, and commits.  So a session interrupted anywhere is
 continued by exactly the code that would have continued it live, and a
 response already on record is settled from the journal, never requested
 twice.
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent import lifecycle
+from tiny_agent import transactions
+from tiny_agent.configuration import Configuration, environment_identity
 from tiny_agent.facts import Fact, RawResponse
 from tiny_agent.journal import JournalWriter, find_raw
 from tiny_agent.recovery import (
@@ -44,7 +45,7 @@ from tiny_agent.recovery import (
     plan_recovery,
 )
 from tiny_agent.state import CompactionOperation, RunOperation, SessionState, ToolCallState
-from tiny_agent.tools import ToolBox
+from tiny_agent.toolbox import ToolBox
 from tiny_agent.transcript import ChatMessage, SystemMessage
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class Runtime:
 
     def __init__(
         self,
-        configuration: lifecycle.Configuration,
+        configuration: Configuration,
         toolbox: ToolBox,
         connect: Callable[[], ChatClient] | None,
     ) -> None:
@@ -123,7 +124,7 @@ class Driver:
     def run(self, prompt: str) -> DriveResult:
         """Accept a prompt as a new run (durably), then drive it to the end."""
         with self._interruptible():
-            self._commit(lifecycle.begin_run(prompt), "run-started")
+            self._commit(transactions.begin_run(prompt), "run-started")
         return self.drive()
 
     def drive(self) -> DriveResult:
@@ -161,7 +162,7 @@ class Driver:
             self._append_synthetic(plan)  # type: ignore[arg-type]
         elif kind is CloseAttempt:
             error = plan.error  # type: ignore[union-attr]
-            self._commit(lifecycle.fail_step(self.state, error.code, error.message, None), "step-failed")
+            self._commit(transactions.fail_step(self.state, error.code, error.message, None), "step-failed")
         elif kind is Finish:
             self._finish(plan)  # type: ignore[arg-type]
         else:
@@ -170,7 +171,7 @@ class Driver:
     def _start_step(self, plan: StartStep) -> None:
         client = self.runtime.client()  # a configuration problem stops here, before anything is written
         state = self.state
-        facts = lifecycle.step_attempt(
+        facts = transactions.step_attempt(
             state,
             self.runtime.configuration,
             attempt=plan.attempt,
@@ -185,9 +186,9 @@ class Driver:
             raw = client.complete(self._request_messages(), self._wire_tools())
         except ProviderError as error:
             self._failure = error.message
-            self._commit(lifecycle.fail_step(self.state, f"provider_{error.kind}", error.message, None), "step-failed")
+            self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", error.message, None), "step-failed")
             return
-        self._commit(lifecycle.raw_response(self.state, raw), "raw")
+        self._commit(transactions.raw_response(self.state, raw), "raw")
         self._settle(raw)
 
     def _settle_from_journal(self, plan: SettleFromRaw) -> None:
@@ -198,7 +199,7 @@ class Driver:
 
     def _settle(self, raw: RawResponse) -> None:
         """Turn the attempt's response into its settling transaction (the same live and on resume)."""
-        facts, label = lifecycle.settle(self.state, raw)
+        facts, label = transactions.settle(self.state, raw)
         if label == "step-failed":
             self._failure = facts[0].record.error.message  # type: ignore[union-attr]
         self._commit(facts, label)
@@ -210,14 +211,14 @@ class Driver:
             problem = self.runtime.toolbox.validate(plan.toolName, plan.arguments)
             if problem is not None:
                 self.report(f"  not running {plan.toolName}: {problem}")
-                answer = lifecycle.pre_execution_result(
+                answer = transactions.pre_execution_result(
                     self.state, assistant_entry_id=plan.assistantEntryId, tool_index=plan.toolIndex, reason="invalidArguments"
                 )
                 self._commit([answer], "synthetic")
                 return
             declaration = self.runtime.configuration.declaration(plan.toolName)
             assert declaration is not None, "the planner only starts declared tools"
-            facts = lifecycle.tool_started(
+            facts = transactions.tool_started(
                 self.state,
                 assistant_entry_id=plan.assistantEntryId,
                 tool_index=plan.toolIndex,
@@ -233,7 +234,7 @@ class Driver:
         failpoints.maybe_crash(f"before-tool:{started.toolName}")
         outcome = self.runtime.toolbox.execute(started.toolName, started.arguments)
         failpoints.maybe_crash(f"after-tool:{started.toolName}")
-        self._commit(lifecycle.tool_result(started, outcome.content, outcome.ok), "tool-result")
+        self._commit(transactions.tool_result(started, outcome.content, outcome.ok), "tool-result")
 
     def _started(self, tool_started_id: str) -> ToolCallState:
         operation = self.state.operation
@@ -247,10 +248,10 @@ class Driver:
         facts: list[Fact] = []
         for result in plan.results:
             if result.reason == "interrupted":
-                facts.append(lifecycle.interrupted_result(self._started(result.toolStartedId)))  # type: ignore[arg-type]
+                facts.append(transactions.interrupted_result(self._started(result.toolStartedId)))  # type: ignore[arg-type]
             else:
                 facts.append(
-                    lifecycle.pre_execution_result(
+                    transactions.pre_execution_result(
                         state, assistant_entry_id=result.assistantEntryId, tool_index=result.toolIndex, reason=result.reason
                     )
                 )
@@ -263,11 +264,11 @@ class Driver:
             if final.stopReason == "length":
                 # Not committable as completed (session-v2 §18 P5): the answer was cut off.
                 self._failure = "the model's answer was cut off by its token limit"
-                self._commit(lifecycle.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
+                self._commit(transactions.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
                 self._last_outcome = "failed"
                 return
             self._final = final.message.content  # type: ignore[union-attr]
-        facts = lifecycle.finish(
+        facts = transactions.finish(
             state,
             plan.outcome,
             completion=None if plan.completion is UNSET else plan.completion,
@@ -313,7 +314,7 @@ class Driver:
         phase, call_id = self._phase
         if type(operation) is CompactionOperation:
             phase, call_id = "compact", None
-        self._commit(lifecycle.request_abort(self.state, phase, call_id), "abort")
+        self._commit(transactions.request_abort(self.state, phase, call_id), "abort")
         self.report("abort requested: recorded before cancelling what was in flight")
 
     def _after_interrupt(self) -> None:
@@ -346,12 +347,12 @@ def build_runtime(
 ) -> Runtime:
     """The runtime for a session driven from ``cwd`` against ``provider``."""
     toolbox = ToolBox(cwd, allow_bash=allow_bash)
-    configuration = lifecycle.Configuration(
+    configuration = Configuration(
         model=provider.model,
         system_prompt=system_prompt,
         tools=[spec.declaration() for spec in toolbox.specs()],
         routing_identity=provider.routing_identity,
-        environment_identity=lifecycle.environment_identity(cwd),
+        environment_identity=environment_identity(cwd),
     )
 
     def connect() -> ChatClient:

@@ -37,7 +37,7 @@ from tiny_agent.facts import (
     UserEntry,
 )
 from tiny_agent.journal import facts, read_journal
-from tiny_agent.lifecycle import Settlement, settlement
+from tiny_agent.settlement import Settlement, settlement
 from tiny_agent.normalize import Accepted, normalize_body
 from tiny_agent.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 

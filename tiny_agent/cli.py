@@ -359,7 +359,7 @@ def run(
 def _new_session(provider, sessions_dir: str | None, durability: str):  # type: ignore[no-untyped-def]
     from pathlib import Path
 
-    from tiny_agent.lifecycle import environment_identity
+    from tiny_agent.configuration import environment_identity
     from tiny_agent.store import create_session, sessions_dir as directory_of
 
     cwd = Path.cwd()

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tiny_agent.lifecycle import ToolDeclaration
+from tiny_agent.tools import ToolDeclaration
 from tiny_agent.state import CompactionOperation, RunOperation, SessionState, LatestAttempt, ToolCallState
 from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage
 

@@ -1,4 +1,4 @@
-"""The run lifecycle as fact builders: what each step of a run commits, and nothing else.
+"""The transactions a session commits, as fact builders: what each step of a run writes, and nothing else.
 
 The live loop and crash recovery both drive a session by asking the planner
 for the next action and committing what that action produces; these
@@ -11,14 +11,11 @@ from and returns facts ready for ``JournalWriter.commit``.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-import msgspec
 from msgspec import UNSET
 
-from tiny_agent.canonical import canonical_digest, sha256_digest
+from tiny_agent.configuration import Configuration
 from tiny_agent.facts import (
     AbortRequested,
     AssistantEntry,
@@ -40,65 +37,10 @@ from tiny_agent.facts import (
     UserEntry,
 )
 from tiny_agent.ids import uuid7
-from tiny_agent.state import (
-    CompactionOperation,
-    ConfigurationSnapshot,
-    ReplayPolicy,
-    RunOperation,
-    SessionState,
-    LatestAttempt,
-    ToolCallState,
-    ToolDigest,
-)
-from tiny_agent.normalize import Accepted, normalize_body
-from tiny_agent.reducer import is_blank
-from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, StopReason, ToolMessage, Usage, UserMessage
-
-ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
-ADAPTER_IDENTITY: Final = "chat-completions:v1"
-
-
-class ToolDeclaration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A tool as the current configuration declares it (the planner's ``current.tools`` shape)."""
-
-    name: str
-    definitionDigest: str
-    replay: ReplayPolicy
-    replayKey: str
-
-
-class Configuration(msgspec.Struct, frozen=True):
-    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest."""
-
-    model: str
-    system_prompt: str
-    tools: list[ToolDeclaration]
-    routing_identity: str
-    environment_identity: str
-    output_options: dict[str, Any] = msgspec.field(default_factory=dict)
-
-    def snapshot(self) -> ConfigurationSnapshot:
-        return ConfigurationSnapshot(
-            model=self.model,
-            systemPromptDigest=sha256_digest(self.system_prompt.encode("utf-8")),
-            tools=[ToolDigest(name=tool.name, definitionDigest=tool.definitionDigest) for tool in self.tools],
-            adapterIdentity=ADAPTER_IDENTITY,
-            routingIdentity=self.routing_identity,
-            outputOptionsDigest=canonical_digest(self.output_options),
-        )
-
-    @property
-    def digest(self) -> str:
-        return canonical_digest(self.snapshot())
-
-    def declaration(self, name: str) -> ToolDeclaration | None:
-        return next((tool for tool in self.tools if tool.name == name), None)
-
-
-def environment_identity(cwd: Path) -> str:
-    """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
-    configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
-    return configured or os.path.realpath(cwd)
+from tiny_agent.settlement import settlement
+from tiny_agent.state import CompactionOperation, LatestAttempt, RunOperation, SessionState, ToolCallState
+from tiny_agent.tools import ToolDeclaration
+from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage, Usage, UserMessage
 
 
 def _operation_kind(state: SessionState) -> Literal["run", "compaction"]:
@@ -185,40 +127,6 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
     if usage is not None:
         facts.append(UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage))
     return facts
-
-
-class Settlement(msgspec.Struct, frozen=True):
-    """What a response settles its attempt into: an assistant message, or a failure (with its usage)."""
-
-    usage: Usage
-    message: AssistantMessage | None = None
-    stop_reason: StopReason | None = None
-    failure: tuple[str, str] | None = None
-    """(code, one-line reason) when the step fails."""
-
-
-def settlement(raw: RawResponse) -> Settlement:
-    """Decide how a response settles its attempt (the same live, on resume, and in audit's drift check).
-
-    A response the seam rejects, an HTTP error, an empty ``stop`` answer and a
-    ``length`` answer without calls fail the step, keeping whatever usage the
-    provider reported; anything else becomes the assistant entry.
-    """
-    if raw.body is UNSET:
-        return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
-    outcome = normalize_body(raw.body)
-    if not 200 <= raw.status < 300:
-        detail = outcome.reason if not isinstance(outcome, Accepted) else "unexpected body"
-        return Settlement(usage=outcome.usage, failure=("http_error", f"HTTP {raw.status}: {detail}"))
-    if not isinstance(outcome, Accepted):
-        return Settlement(usage=outcome.usage, failure=("rejected_response", outcome.reason))
-    message = outcome.message
-    if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
-        return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
-    if outcome.stop_reason == "length" and message.tool_calls is UNSET:
-        reason = "the model's answer was cut off by its token limit (finish_reason length)"
-        return Settlement(usage=outcome.usage, failure=("length_without_calls", reason))
-    return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)
 
 
 def settle(state: SessionState, raw: RawResponse) -> tuple[list[Fact], str]:

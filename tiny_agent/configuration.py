@@ -1,0 +1,54 @@
+"""What a model request depends on: the configuration, its snapshot (session-v2 §13.1) and digest.
+
+The snapshot leaves out secrets, the working directory, clocks, replay
+declarations and the environment identity, so that two requests made under
+the same settings digest the same on any machine.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from tiny_agent.canonical import canonical_digest, sha256_digest
+from tiny_agent.state import ConfigurationSnapshot, ToolDigest
+from tiny_agent.tools import ToolDeclaration
+
+ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
+ADAPTER_IDENTITY: Final = "chat-completions:v1"
+
+class Configuration(msgspec.Struct, frozen=True):
+    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest."""
+
+    model: str
+    system_prompt: str
+    tools: list[ToolDeclaration]
+    routing_identity: str
+    environment_identity: str
+    output_options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def snapshot(self) -> ConfigurationSnapshot:
+        return ConfigurationSnapshot(
+            model=self.model,
+            systemPromptDigest=sha256_digest(self.system_prompt.encode("utf-8")),
+            tools=[ToolDigest(name=tool.name, definitionDigest=tool.definitionDigest) for tool in self.tools],
+            adapterIdentity=ADAPTER_IDENTITY,
+            routingIdentity=self.routing_identity,
+            outputOptionsDigest=canonical_digest(self.output_options),
+        )
+
+    @property
+    def digest(self) -> str:
+        return canonical_digest(self.snapshot())
+
+    def declaration(self, name: str) -> ToolDeclaration | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
+def environment_identity(cwd: Path) -> str:
+    """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
+    configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
+    return configured or os.path.realpath(cwd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -12,11 +13,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
 import replies
 from conftest import PROJECT_ROOT
 from lines import split
 from test_replay_cli import call
+
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.loopback import LoopbackServer, Reply, demo_bodies
@@ -155,19 +156,19 @@ def test_bad_responses_fail_the_run_durably(capsys, workspace, reply, reason):
     assert state.operation.__class__.__name__ == "IdleOperation"
     raws = [fact.raw for _, fact in raw_facts(path)]
     assert len(raws) == 1
-    assert (raws[0].body.encode() if raws[0].body else None) in (reply.body, None)
+    (raw,) = raws
+    assert raw.status == reply.status
+    stored = base64.b64decode(raw.bodyBase64) if raw.body is msgspec.UNSET else raw.body.encode("utf-8")
+    assert stored == reply.body, "the raw fact must hold the body exactly as received"
     assert "stepFailed" in path.read_text()
 
 
-def test_timeout_and_hang_up_fail_without_a_raw_fact(capsys, workspace, monkeypatch):
-    from tiny_agent import provider
-
-    real = provider.resolve_config
-    monkeypatch.setattr(provider, "resolve_config", lambda *a, **k: real(*a, **{**k, "read_timeout": 0.5}))
+def test_timeout_and_hang_up_fail_without_a_raw_fact(capsys, workspace):
     with LoopbackServer([Reply(body=b"{}", delay=3), Reply(hang_up=True)]) as server:
-        code, _, err = run_prompt(capsys, server)
+        code, _, err = run_prompt(capsys, server, "--read-timeout", "0.5")
         assert code == 1
         assert "timed out" in err
+        assert "--read-timeout" in err
         code, _, err = run_prompt(capsys, server)
         assert code == 1
     for path in (workspace.parent / "sessions").glob("*.jsonl"):

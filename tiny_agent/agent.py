@@ -4,15 +4,17 @@ A live run and a recovery are the same loop.  ``run`` commits
 ``[user entry, runStarted]`` and drives; ``resume`` just drives.  Each turn
 asks :func:`tiny_agent.recovery.plan_recovery` for the next action on the
 current state, materializes it with the builders of
-:mod:`tiny_agent.transactions`, and commits.  So a session interrupted anywhere is
-continued by exactly the code that would have continued it live, and a
+:mod:`tiny_agent.transactions`, and commits.  So a session interrupted anywhere
+is continued by exactly the code that would have continued it live, and a
 response already on record is settled from the journal, never requested
-twice.
+twice.  Even live, a response is settled through the planner's
+``settleFromRaw``: it is journaled raw first, then settled from that record.
 
-Ctrl-C first commits ``abortRequested`` (from the signal handler, which
-cannot interrupt a commit: commits hold SIGINT off), then cancels whatever was
-in flight; the loop then reconciles the session as the planner directs and
-finishes it ``aborted``.
+Ctrl-C (or SIGTERM) first commits ``abortRequested`` (from the signal handler,
+which cannot interrupt a commit: commits hold the signals off), then cancels
+whatever was in flight; the loop then reconciles the session as the planner
+directs and finishes it ``aborted``.  The whole loop body is covered, so an
+interrupt during planning is reconciled too.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from types import FrameType
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent import transactions
+from tiny_agent import failpoints, transactions
 from tiny_agent.configuration import Configuration, environment_identity
 from tiny_agent.facts import Fact, RawResponse
 from tiny_agent.journal import JournalWriter, find_raw
+from tiny_agent.provider import Provider, ProviderConfig, Received, TransportError, WireRequest
 from tiny_agent.recovery import (
     AppendSynthetic,
     Blocked,
@@ -44,14 +48,13 @@ from tiny_agent.recovery import (
     explain,
     plan_recovery,
 )
+from tiny_agent.settlement import settlement
 from tiny_agent.state import CompactionOperation, RunOperation, SessionState, ToolCallState
 from tiny_agent.toolbox import ToolBox
 from tiny_agent.transcript import ChatMessage, SystemMessage
 
-if TYPE_CHECKING:
-    from tiny_agent.provider import ChatClient, ProviderConfig
-
 Status = Literal["completed", "failed", "aborted", "blocked", "idle"]
+Signal = Literal["interrupt", "terminate"]
 
 
 class DriveResult(msgspec.Struct):
@@ -62,8 +65,12 @@ class DriveResult(msgspec.Struct):
     """Why a run failed or is blocked, in one line."""
     actions: int = 0
     """How many planned actions this drive carried out (0: there was nothing to do)."""
-    interrupted: bool = False
-    """Ctrl-C stopped it (as opposed to an abort asked for up front)."""
+    stopped_by: Signal | None = None
+    """A signal (Ctrl-C, SIGTERM) stopped it, as opposed to an abort asked for up front."""
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by is not None
 
 
 class Runtime:
@@ -73,12 +80,12 @@ class Runtime:
         self,
         configuration: Configuration,
         toolbox: ToolBox,
-        connect: Callable[[], ChatClient] | None,
+        connect: Callable[[], Provider] | None,
     ) -> None:
         self.configuration = configuration
         self.toolbox = toolbox
         self._connect = connect
-        self._client: ChatClient | None = None
+        self._provider: Provider | None = None
 
     def current(self) -> CurrentConfiguration:
         return CurrentConfiguration(
@@ -87,18 +94,18 @@ class Runtime:
             tools=list(self.configuration.tools),
         )
 
-    def client(self) -> ChatClient:
-        """The provider client, created on first use (a recovery may never need one)."""
-        if self._client is None:
+    def provider(self) -> Provider:
+        """The provider, connected on first use (a recovery may never need one)."""
+        if self._provider is None:
             if self._connect is None:
                 raise RuntimeError("this drive has no provider configured")
-            self._client = self._connect()
-        return self._client
+            self._provider = self._connect()
+        return self._provider
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        if self._provider is not None:
+            self._provider.close()
+            self._provider = None
 
 
 class Driver:
@@ -108,12 +115,14 @@ class Driver:
         self.writer = writer
         self.runtime = runtime
         self.report = report or (lambda line: None)
-        self.interrupted = False
+        self.stopped_by: Signal | None = None
         self._reconciling = False
-        self._phase: tuple[str, str | None] = ("model", None)
+        self._phase: tuple[Literal["model", "tool", "compact"], str | None] = ("model", None)
         self._final: str | None = None
         self._failure: str | None = None
         self._last_outcome: str | None = None
+        self._last_raw: tuple[str, RawResponse] | None = None
+        """The newest raw fact this process committed, so settling it needs no read of the journal."""
 
     @property
     def state(self) -> SessionState:
@@ -123,56 +132,75 @@ class Driver:
 
     def run(self, prompt: str) -> DriveResult:
         """Accept a prompt as a new run (durably), then drive it to the end."""
-        with self._interruptible():
-            self._commit(transactions.begin_run(prompt), "run-started")
-        return self.drive()
+        return self._loop(lambda: self._commit(transactions.begin_run(prompt), "run-started"))
 
     def drive(self) -> DriveResult:
-        actions = 0
-        with self._interruptible():
-            while True:
-                state = self.state
-                if type(state.operation) not in (RunOperation, CompactionOperation):
-                    return self._idle_result(actions)
-                plan = plan_recovery(state, self.runtime.current())
-                if type(plan) is Blocked:
-                    return DriveResult(status="blocked", reason=describe_block(plan.reason), actions=actions)
-                self.report(explain(plan, state))
-                try:
-                    self._act(plan)
-                except KeyboardInterrupt:
-                    self._after_interrupt()
-                actions += 1
+        return self._loop(None)
 
     def abort(self) -> None:
         """Durably request an abort of the open operation (for ``resume --abort``)."""
         self._request_abort()
 
+    # -- the loop ------------------------------------------------------------------
+
+    def _loop(self, first: Callable[[], None] | None) -> DriveResult:
+        actions = 0
+        with self._signals_handled():
+            if first is not None:
+                try:
+                    first()
+                except KeyboardInterrupt:
+                    self._after_interrupt()
+            while True:
+                try:
+                    result = self._turn(actions)
+                    if result is not None:
+                        return result
+                    actions += 1
+                except KeyboardInterrupt:
+                    self._after_interrupt()
+
+    def _turn(self, actions: int) -> DriveResult | None:
+        """One planned action; the result once there is nothing more to do."""
+        state = self.state
+        if type(state.operation) is not RunOperation and type(state.operation) is not CompactionOperation:
+            return self._idle_result(actions)
+        plan = plan_recovery(state, self.runtime.current())
+        if type(plan) is Blocked:
+            return DriveResult(status="blocked", reason=describe_block(plan.reason), actions=actions)
+        if not self._settles_own_response(plan):
+            self.report(explain(plan, state))
+        self._act(plan)
+        return None
+
+    def _settles_own_response(self, plan: Plan) -> bool:
+        """Settling the response this process just received is routine, not a recovery worth a line."""
+        return type(plan) is SettleFromRaw and self._last_raw is not None and self._last_raw[0] == plan.rawId
+
     # -- the actions -----------------------------------------------------------
 
     def _act(self, plan: Plan) -> None:
-        kind = type(plan)
-        if kind is StartStep:
-            self._start_step(plan)  # type: ignore[arg-type]
-        elif kind is SettleFromRaw:
-            self._settle_from_journal(plan)  # type: ignore[arg-type]
-        elif kind is StartTool:
-            self._start_tool(plan)  # type: ignore[arg-type]
-        elif kind is AppendSynthetic:
-            self._append_synthetic(plan)  # type: ignore[arg-type]
-        elif kind is CloseAttempt:
-            error = plan.error  # type: ignore[union-attr]
-            self._commit(transactions.fail_step(self.state, error.code, error.message, None), "step-failed")
-        elif kind is Finish:
-            self._finish(plan)  # type: ignore[arg-type]
-        else:
-            raise AssertionError(f"unhandled plan {plan!r}")
+        match plan:
+            case StartStep():
+                self._start_step(plan)
+            case SettleFromRaw():
+                self._settle_from_raw(plan)
+            case StartTool():
+                self._start_tool(plan)
+            case AppendSynthetic():
+                self._append_synthetic(plan)
+            case CloseAttempt():
+                error = plan.error
+                self._commit(transactions.fail_step(self.state, error.code, error.message, None), "step-failed")
+            case Finish():
+                self._finish(plan)
+            case Blocked():
+                raise AssertionError("a blocked plan is never acted on")
 
     def _start_step(self, plan: StartStep) -> None:
-        client = self.runtime.client()  # a configuration problem stops here, before anything is written
-        state = self.state
+        provider = self.runtime.provider()  # a configuration problem stops here, before anything is written
         facts = transactions.step_attempt(
-            state,
+            self.state,
             self.runtime.configuration,
             attempt=plan.attempt,
             context_through=plan.contextThroughEntryId,
@@ -180,67 +208,91 @@ class Driver:
         )
         self._commit(facts, "step-attempt")
         self._phase = ("model", None)
-        from tiny_agent.provider import ProviderError
-
+        received = Received()
         try:
-            raw = client.complete(self._request_messages(), self._wire_tools())
-        except ProviderError as error:
+            provider.send(self._request(), received)
+        except TransportError as error:
             self._failure = error.message
-            self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", error.message, None), "step-failed")
+            code = f"provider_{error.kind}"
+            self._commit(transactions.fail_step(self.state, code, error.message, None), "step-failed")
             return
-        self._commit(transactions.raw_response(self.state, raw), "raw")
-        self._settle(raw)
+        except KeyboardInterrupt:
+            self._keep_partial(received)
+            raise
+        self._commit_raw(received.to_raw())
 
-    def _settle_from_journal(self, plan: SettleFromRaw) -> None:
-        stored = find_raw(self.writer.path, plan.rawId)
-        if stored is None:
-            raise RuntimeError(f"raw fact {plan.rawId} is not in {self.writer.path.name}")
-        self._settle(stored.raw)
+    def _keep_partial(self, received: Received) -> None:
+        """Ctrl-C during a request: what arrived is still journaled (the abort is already on record)."""
+        if not received.has_response:
+            return
+        received.incomplete = received.incomplete or "interrupted by the user"
+        self._commit_raw(received.to_raw())
 
-    def _settle(self, raw: RawResponse) -> None:
-        """Turn the attempt's response into its settling transaction (the same live and on resume)."""
-        facts, label = transactions.settle(self.state, raw)
-        if label == "step-failed":
-            self._failure = facts[0].record.error.message  # type: ignore[union-attr]
+    def _commit_raw(self, raw: RawResponse) -> None:
+        facts = transactions.raw_response(self.state, raw)
+        self._commit(facts, "raw")
+        self._last_raw = (facts[0].id, raw)
+
+    def _settle_from_raw(self, plan: SettleFromRaw) -> None:
+        """Turn the attempt's stored response into its settling transaction (the same live and on resume)."""
+        decided = settlement(self._stored_raw(plan.rawId))
+        if decided.failure is not None:
+            self._failure = decided.failure[1]
+        facts, label = transactions.settle(self.state, decided)
         self._commit(facts, label)
+
+    def _stored_raw(self, raw_id: str) -> RawResponse:
+        if self._last_raw is not None and self._last_raw[0] == raw_id:
+            return self._last_raw[1]
+        stored = find_raw(self.writer.path, raw_id)
+        if stored is None:
+            raise RuntimeError(f"raw fact {raw_id} is not in {self.writer.path.name}")
+        return stored.raw
 
     def _start_tool(self, plan: StartTool) -> None:
         if plan.mode == "replay":
-            started = self._started(plan.toolStartedId)  # type: ignore[arg-type]
+            started = self._started(_required(plan.toolStartedId))
         else:
-            problem = self.runtime.toolbox.validate(plan.toolName, plan.arguments)
-            if problem is not None:
-                self.report(f"  not running {plan.toolName}: {problem}")
-                answer = transactions.pre_execution_result(
-                    self.state, assistant_entry_id=plan.assistantEntryId, tool_index=plan.toolIndex, reason="invalidArguments"
-                )
-                self._commit([answer], "synthetic")
+            started_or_none = self._announce_tool(plan)
+            if started_or_none is None:
                 return
-            declaration = self.runtime.configuration.declaration(plan.toolName)
-            assert declaration is not None, "the planner only starts declared tools"
-            facts = transactions.tool_started(
-                self.state,
-                assistant_entry_id=plan.assistantEntryId,
-                tool_index=plan.toolIndex,
-                arguments=plan.arguments,
-                declaration=declaration,
-                environment=self.runtime.configuration.environment_identity,
-            )
-            self._commit(facts, "tool-started")
-            started = self._started(facts[0].id)
+            started = started_or_none
         self._phase = ("tool", started.toolCallId)
-        from tiny_agent import failpoints
-
         failpoints.maybe_crash(f"before-tool:{started.toolName}")
         outcome = self.runtime.toolbox.execute(started.toolName, started.arguments)
         failpoints.maybe_crash(f"after-tool:{started.toolName}")
         self._commit(transactions.tool_result(started, outcome.content, outcome.ok), "tool-result")
 
+    def _announce_tool(self, plan: StartTool) -> ToolCallState | None:
+        """Commit ``toolStarted`` for a call about to run; None (and a synthetic answer) when its arguments do not fit."""
+        problem = self.runtime.toolbox.validate(plan.toolName, plan.arguments)
+        if problem is not None:
+            self.report(f"  not running {plan.toolName}: {problem}")
+            answer = transactions.pre_execution_result(
+                self.state, assistant_entry_id=plan.assistantEntryId, tool_index=plan.toolIndex, reason="invalidArguments"
+            )
+            self._commit([answer], "synthetic")
+            return None
+        declaration = self.runtime.configuration.declaration(plan.toolName)
+        if declaration is None:
+            raise AssertionError("the planner only starts declared tools")
+        facts = transactions.tool_started(
+            self.state,
+            assistant_entry_id=plan.assistantEntryId,
+            tool_index=plan.toolIndex,
+            arguments=plan.arguments,
+            declaration=declaration,
+            environment=self.runtime.configuration.environment_identity,
+        )
+        self._commit(facts, "tool-started")
+        return self._started(facts[0].id)
+
     def _started(self, tool_started_id: str) -> ToolCallState:
         operation = self.state.operation
-        for started in operation.toolCalls:  # type: ignore[union-attr]
-            if started.toolStartedId == tool_started_id:
-                return started
+        if type(operation) is RunOperation:
+            for started in operation.toolCalls:
+                if started.toolStartedId == tool_started_id:
+                    return started
         raise RuntimeError(f"toolStarted {tool_started_id} is not in the open run")
 
     def _append_synthetic(self, plan: AppendSynthetic) -> None:
@@ -248,7 +300,7 @@ class Driver:
         facts: list[Fact] = []
         for result in plan.results:
             if result.reason == "interrupted":
-                facts.append(transactions.interrupted_result(self._started(result.toolStartedId)))  # type: ignore[arg-type]
+                facts.append(transactions.interrupted_result(self._started(_required(result.toolStartedId))))
             else:
                 facts.append(
                     transactions.pre_execution_result(
@@ -260,14 +312,15 @@ class Driver:
     def _finish(self, plan: Finish) -> None:
         state = self.state
         if plan.outcome == "completed" and plan.completion == "normal":
-            final = state.entries[plan.finalEntryId]  # type: ignore[index]
+            final = state.entries[_required(plan.finalEntryId)]
             if final.stopReason == "length":
                 # Not committable as completed (session-v2 §18 P5): the answer was cut off.
                 self._failure = "the model's answer was cut off by its token limit"
                 self._commit(transactions.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
                 self._last_outcome = "failed"
                 return
-            self._final = final.message.content  # type: ignore[union-attr]
+            message = final.message
+            self._final = message.content if message is not None and isinstance(message.content, str) else None
         facts = transactions.finish(
             state,
             plan.outcome,
@@ -280,36 +333,43 @@ class Driver:
 
     # -- provider request ------------------------------------------------------
 
-    def _request_messages(self) -> list[ChatMessage]:
-        system = self.runtime.configuration.system_prompt
+    def _request(self) -> WireRequest:
+        configuration = self.runtime.configuration
+        system = configuration.system_prompt
         context: list[ChatMessage] = list(self.state.activeContext)
-        return [SystemMessage(content=system), *context] if system else context
-
-    def _wire_tools(self) -> list[dict[str, Any]]:
-        return [spec.to_wire() for spec in self.runtime.toolbox.specs()]
+        messages = [SystemMessage(content=system), *context] if system else context
+        payload: dict[str, Any] = {"model": configuration.model, "messages": messages}
+        tools = [spec.to_wire() for spec in self.runtime.toolbox.specs()]
+        if tools:
+            payload["tools"] = tools
+        return WireRequest(path="/chat/completions", body=msgspec.json.encode(payload))
 
     # -- interruption ------------------------------------------------------------
 
     @contextmanager
-    def _interruptible(self) -> Iterator[None]:
-        previous = signal.getsignal(signal.SIGINT)
-        signal.signal(signal.SIGINT, self._on_sigint)
+    def _signals_handled(self) -> Iterator[None]:
+        previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
 
-    def _on_sigint(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._reconciling:
             self.report("  (already stopping: reconciling the journal first)")
             return
-        self.interrupted = True
+        self.stopped_by = "terminate" if signum == signal.SIGTERM else "interrupt"
         self._request_abort()
         raise KeyboardInterrupt
 
     def _request_abort(self) -> None:
         operation = self.state.operation
-        if type(operation) not in (RunOperation, CompactionOperation) or operation.abortRequested:  # type: ignore[union-attr]
+        if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
+            return
+        if operation.abortRequested:
             return
         phase, call_id = self._phase
         if type(operation) is CompactionOperation:
@@ -318,12 +378,10 @@ class Driver:
         self.report("abort requested: recorded before cancelling what was in flight")
 
     def _after_interrupt(self) -> None:
-        self.interrupted = True
+        if self.stopped_by is None:
+            self.stopped_by = "interrupt"
         self._reconciling = True
-        if type(self.state.operation) not in (RunOperation, CompactionOperation):
-            return
-        if not self.state.operation.abortRequested:  # type: ignore[union-attr]
-            self._request_abort()
+        self._request_abort()
 
     # -- bookkeeping -------------------------------------------------------------
 
@@ -334,17 +392,21 @@ class Driver:
         outcome = self._last_outcome
         if outcome == "completed":
             return DriveResult(status="completed", final=self._final, actions=actions)
-        if outcome == "aborted" or self.interrupted:
-            reason = "stopped by the user (Ctrl-C)" if self.interrupted else "aborted as asked"
-            return DriveResult(status="aborted", reason=reason, actions=actions, interrupted=self.interrupted)
+        if outcome == "aborted" or self.stopped_by is not None:
+            reason = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
+            return DriveResult(status="aborted", reason=reason[self.stopped_by], actions=actions, stopped_by=self.stopped_by)
         if outcome == "failed" or self._failure:
             return DriveResult(status="failed", reason=self._failure or "the model step failed", actions=actions)
         return DriveResult(status="idle", actions=actions)
 
 
-def build_runtime(
-    provider: ProviderConfig, *, system_prompt: str, cwd: Path, allow_bash: bool = False
-) -> Runtime:
+def _required(value: str | msgspec.UnsetType) -> str:
+    if value is UNSET:
+        raise AssertionError("the planner always sets this member for this action")
+    return value
+
+
+def build_runtime(provider: ProviderConfig, *, system_prompt: str, cwd: Path, allow_bash: bool = False) -> Runtime:
     """The runtime for a session driven from ``cwd`` against ``provider``."""
     toolbox = ToolBox(cwd, allow_bash=allow_bash)
     configuration = Configuration(
@@ -354,10 +416,7 @@ def build_runtime(
         routing_identity=provider.routing_identity,
         environment_identity=environment_identity(cwd),
     )
+    return Runtime(configuration, toolbox, provider.connect)
 
-    def connect() -> ChatClient:
-        from tiny_agent.provider import ChatClient
 
-        return ChatClient(provider)
-
-    return Runtime(configuration, toolbox, connect)
+__all__ = ["DriveResult", "Driver", "Runtime", "build_runtime"]

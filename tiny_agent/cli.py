@@ -1,42 +1,50 @@
 """The ``tiny-agent`` command line: thin glue between typer and the modules that do the work.
 
-Every failure a user can cause ends here as one line on stderr and a documented
-exit code (docs/cli.md); no traceback ever reaches a terminal.  Modules that
-talk HTTP are imported inside the commands that need them, so that ``replay``
-and friends start without loading httpx.
+Every failure a user can cause is a :class:`tiny_agent.errors.TinyAgentError`
+raised where it is found; ``main`` turns it into one line on stderr (its label
+first) and the label's exit code, in one place.  No traceback ever reaches a
+terminal.  Modules that talk HTTP are imported inside the commands that need
+them, so that ``replay`` and friends start without loading httpx.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-"""A run or resume ended in a durable failure (provider error, rejected response)."""
-EXIT_USAGE = 2
-EXIT_DRIFT = 3
-"""``audit`` found a stored response that today's seam normalizes differently."""
-EXIT_INTERNAL = 70
-EXIT_CORRUPT = 65
-"""EX_DATAERR: a journal, provider body or input file is malformed."""
-EXIT_NO_INPUT = 66
-"""EX_NOINPUT: no such session or file."""
-EXIT_TEMPFAIL = 75
-"""EX_TEMPFAIL: another writer holds the session, or recovery is blocked."""
-EXIT_INTERRUPTED = 130
+from tiny_agent.errors import (
+    EXIT_CORRUPT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    BlockedError,
+    Busy,
+    CorruptionError,
+    DriftFound,
+    EmptyInput,
+    Interrupted,
+    MalformedInput,
+    NotFound,
+    RunFailed,
+    Terminated,
+    TinyAgentError,
+    UsageError,
+    VerificationFailed,
+    os_error,
+)
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-class CliError(Exception):
-    """A failure to report as one line on stderr with a specific exit code."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
+    from tiny_agent.agent import Driver, DriveResult, Runtime
+    from tiny_agent.journal import Durability, JournalWriter
+    from tiny_agent.provider import ProviderConfig, Timeouts
+    from tiny_agent.state import SessionState
 
 app = typer.Typer(
     add_completion=False,
@@ -51,16 +59,14 @@ def _commands() -> None:
     """An event-sourced session journal for LLM agents: run, replay, audit and resume sessions."""
 
 
-def fail(message: str, exit_code: int) -> NoReturn:
-    raise CliError(message, exit_code)
-
-
 def main(argv: list[str] | None = None) -> NoReturn:
     try:
         result = app(args=argv, prog_name="tiny-agent", standalone_mode=False)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
     except typer.TyperException as error:
         _die(f"USAGE: {error.format_message()} (see 'tiny-agent --help')", EXIT_USAGE)
-    except CliError as error:
+    except TinyAgentError as error:
         _die(str(error), error.exit_code)
     except (KeyboardInterrupt, typer.Abort):
         _die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
@@ -76,8 +82,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 
 def _die(message: str, exit_code: int) -> NoReturn:
-    # One line, a label first (an error code, or NOT_FOUND, USAGE, ...), so
-    # scripts can match on it.
     print(message.replace("\n", " "), file=sys.stderr)
     sys.exit(exit_code)
 
@@ -88,7 +92,7 @@ def _quiet_stdout() -> None:
 
 
 # --------------------------------------------------------------------------
-# Shared option types and helpers
+# Shared options and helpers
 # --------------------------------------------------------------------------
 
 SessionsDirOption = typer.Option(
@@ -99,21 +103,34 @@ SessionsDirOption = typer.Option(
 )
 
 
-def _resolve(reference: str, sessions_dir: str | None):  # -> Path
-    from tiny_agent.store import AmbiguousSession, SessionNotFound, resolve_session, sessions_dir as directory_of
+def _resolve(reference: str, sessions_dir: str | None) -> Path:
+    from tiny_agent.store import resolve_session
+    from tiny_agent.store import sessions_dir as directory_of
 
-    try:
-        return resolve_session(reference, directory_of(sessions_dir))
-    except SessionNotFound as error:
-        fail(f"NOT_FOUND: {error}", EXIT_NO_INPUT)
-    except AmbiguousSession as error:
-        fail(f"USAGE: {error}", EXIT_USAGE)
+    return resolve_session(reference, directory_of(sessions_dir))
 
 
 def _print_json(value: object) -> None:
     import msgspec
 
-    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+    sys.stdout.buffer.write(msgspec.json.encode(value) + b"\n")
+    sys.stdout.flush()
+
+
+def _read_journal(path: Path) -> SessionState:
+    from tiny_agent.journal import read_journal
+
+    try:
+        return read_journal(path)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
+
+
+def _corrupt(error: CorruptionError, path: Path, as_json: bool) -> NoReturn:
+    """A refused journal: the one-line error on stderr, and with --json also the error object on stdout."""
+    if as_json:
+        _print_json({"ok": False, "error": error.to_json()})
+    raise CorruptionError(error.code, error.line, error.seq, f"{error.reason} [{path}]") from None
 
 
 # --------------------------------------------------------------------------
@@ -129,24 +146,13 @@ def replay(
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Rebuild a session from its journal and show the transcript (or the state, or the next messages)."""
-    from tiny_agent.errors import CorruptionError
-    from tiny_agent.journal import read_journal
-
     if as_json and messages:
-        fail("USAGE: --json and --messages are exclusive", EXIT_USAGE)
+        raise UsageError("--json and --messages are exclusive")
     path = _resolve(session, sessions_dir)
     try:
-        state = read_journal(path)
+        state = _read_journal(path)
     except CorruptionError as error:
-        if as_json:
-            _print_json({"ok": False, "error": error.to_json()})
-        fail(f"{error} [{path}]", EXIT_CORRUPT)
-    except IsADirectoryError:
-        fail(f"NOT_FOUND: {path} is a directory, not a journal", EXIT_NO_INPUT)
-    except FileNotFoundError:
-        fail(f"NOT_FOUND: {path}: no such file", EXIT_NO_INPUT)
-    except OSError as error:
-        fail(f"IO_ERROR: {path}: {error.strerror or error}", EXIT_NO_INPUT)
+        _corrupt(error, path, as_json)
     if as_json:
         _print_json({"ok": True, "state": state.to_json()})
     elif messages:
@@ -155,7 +161,7 @@ def replay(
         _print_human(state, path)
 
 
-def _print_human(state, path) -> None:  # type: ignore[no-untyped-def]
+def _print_human(state: SessionState, path: Path) -> None:
     from tiny_agent.render import footer_lines, transcript_lines
 
     size = path.stat().st_size
@@ -180,7 +186,7 @@ def normalize(
 
     body = _read_input(source)
     if not body.strip():
-        fail(f"EMPTY: {_input_name(source)} is empty (expected one JSON response body)", EXIT_CORRUPT)
+        raise EmptyInput(f"{_input_name(source)} is empty (expected one JSON response body)")
     outcome = normalize_body(body)
     if isinstance(outcome, Accepted):
         _print_json(
@@ -193,7 +199,7 @@ def normalize(
         )
         return
     if outcome.reason.startswith("response body is not JSON"):
-        fail(f"MALFORMED_JSON: {_input_name(source)}: {outcome.reason}", EXIT_CORRUPT)
+        raise MalformedInput(f"{_input_name(source)}: {outcome.reason}")
     _print_json({"rejected": outcome.reason, "usage": outcome.usage})
     raise typer.Exit(EXIT_CORRUPT)
 
@@ -208,12 +214,8 @@ def _read_input(source: str) -> bytes:
     try:
         with open(source, "rb") as file:
             return file.read()
-    except FileNotFoundError:
-        fail(f"NOT_FOUND: {source}: no such file", EXIT_NO_INPUT)
-    except IsADirectoryError:
-        fail(f"NOT_FOUND: {source}: is a directory", EXIT_NO_INPUT)
     except OSError as error:
-        fail(f"IO_ERROR: {source}: {error.strerror or error}", EXIT_NO_INPUT)
+        raise os_error(error, source) from None
 
 
 # --------------------------------------------------------------------------
@@ -229,6 +231,20 @@ AllowBashOption = typer.Option(False, "--allow-bash", help="Offer the bash tool 
 DurabilityOption = typer.Option(
     "fsync", "--durability", help="fsync: every commit survives power loss; process: it survives a crash (faster)."
 )
+ConnectTimeoutOption = typer.Option(
+    None, "--connect-timeout", help="Seconds to wait for a connection (default: $TINY_AGENT_CONNECT_TIMEOUT, else 10).",
+    show_default=False,
+)
+ReadTimeoutOption = typer.Option(
+    None, "--read-timeout",
+    help="Seconds to wait for a response to start or for more of a whole body (default: $TINY_AGENT_READ_TIMEOUT, else 600).",
+    show_default=False,
+)
+StreamIdleTimeoutOption = typer.Option(
+    None, "--stream-idle-timeout",
+    help="Seconds a stream may stall between bytes (default: $TINY_AGENT_STREAM_IDLE_TIMEOUT, else 120).",
+    show_default=False,
+)
 
 
 def _progress(line: str) -> None:
@@ -242,85 +258,107 @@ def _system_prompt(path: str | None) -> str:
     try:
         with open(path, encoding="utf-8") as file:
             return file.read()
-    except FileNotFoundError:
-        fail(f"NOT_FOUND: --system {path}: no such file", EXIT_NO_INPUT)
-    except (OSError, UnicodeDecodeError) as error:
-        fail(f"USAGE: --system {path}: cannot read it as UTF-8 text ({error})", EXIT_USAGE)
+    except UnicodeDecodeError as error:
+        raise UsageError(f"--system {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise os_error(error, f"--system {path}") from None
 
 
-def _provider(base_url: str | None, model: str | None, fallback_model: str | None = None, require_key: bool = True):  # -> ProviderConfig
-    from tiny_agent.provider import ProviderError, resolve_config
+def _provider(
+    base_url: str | None,
+    model: str | None,
+    timeouts: Timeouts,
+    fallback_model: str | None = None,
+    require_key: bool = True,
+) -> ProviderConfig:
+    from tiny_agent.provider import resolve_config
 
-    try:
-        return resolve_config(base_url, model or _env_model() or fallback_model, require_key=require_key)
-    except ProviderError as error:
-        fail(f"CONFIG: {error.message}", EXIT_USAGE)
+    chosen = model or os.environ.get("TINY_AGENT_MODEL") or fallback_model
+    return resolve_config(base_url, chosen, timeouts=timeouts, require_key=require_key)
 
 
-def _env_model() -> str | None:
-    return os.environ.get("TINY_AGENT_MODEL") or None
+def _timeouts(connect: float | None, read: float | None, stream_idle: float | None) -> Timeouts:
+    """Flags first, then the environment, then the defaults (long: slow local models need them)."""
+    from tiny_agent.provider import Timeouts
+
+    defaults = Timeouts()
+    return Timeouts(
+        connect=_seconds("--connect-timeout", connect, "TINY_AGENT_CONNECT_TIMEOUT", defaults.connect),
+        read=_seconds("--read-timeout", read, "TINY_AGENT_READ_TIMEOUT", defaults.read),
+        stream_idle=_seconds("--stream-idle-timeout", stream_idle, "TINY_AGENT_STREAM_IDLE_TIMEOUT", defaults.stream_idle),
+    )
 
 
-def _durability(value: str) -> str:
-    if value not in ("fsync", "process"):
-        fail(f"USAGE: --durability must be fsync or process, not {value!r}", EXIT_USAGE)
+def _seconds(flag: str, value: float | None, variable: str, default: float) -> float:
+    if value is None:
+        text = os.environ.get(variable)
+        if not text:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"${variable} must be a number of seconds, not {text!r}") from None
+        flag = f"${variable}"
+    if not value > 0:
+        raise UsageError(f"{flag} must be a positive number of seconds, not {value:g}")
     return value
 
 
-def _open_writer(path, durability: str):  # type: ignore[no-untyped-def]
-    from tiny_agent.errors import CorruptionError
-    from tiny_agent.journal import JournalError, JournalWriter, SessionLocked
+def _durability(value: str) -> Durability:
+    if value == "fsync":
+        return "fsync"
+    if value == "process":
+        return "process"
+    raise UsageError(f"--durability must be fsync or process, not {value!r}")
+
+
+def _open_writer(path: Path, durability: Durability) -> JournalWriter:
+    from tiny_agent.journal import JournalWriter
 
     try:
-        writer = JournalWriter.open(path, durability=durability)  # type: ignore[arg-type]
-    except SessionLocked as error:
-        fail(f"LOCKED: {error}", EXIT_TEMPFAIL)
+        writer = JournalWriter.open(path, durability=durability)
     except CorruptionError as error:
-        fail(f"{error} [{path}]", EXIT_CORRUPT)
-    except JournalError as error:
-        fail(f"USAGE: {error}", EXIT_USAGE)
+        _corrupt(error, path, as_json=False)
     except OSError as error:
-        fail(f"IO_ERROR: {path}: {error.strerror or error}", EXIT_NO_INPUT)
+        raise os_error(error, str(path)) from None
     if writer.repaired_tail is not None:
         _progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
     return writer
 
 
-def _drive(writer, runtime, action):  # type: ignore[no-untyped-def]
+def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult]) -> DriveResult:
     """Run ``action`` (a Driver method) and always release the session afterwards."""
     from tiny_agent.agent import Driver
-    from tiny_agent.provider import ProviderError
 
     driver = Driver(writer, runtime, report=_progress)
     try:
         return action(driver)
-    except ProviderError as error:
-        fail(f"CONFIG: {error.message}", EXIT_USAGE)
     finally:
         runtime.close()
         writer.close()
 
 
-def _finish_command(result, writer, as_json: bool) -> None:  # type: ignore[no-untyped-def]
-    from tiny_agent.store import session_id_of
-
+def _finish_command(result: DriveResult, writer: JournalWriter, as_json: bool) -> None:
     if as_json:
         _print_json(
             {
-                "session": writer.state.header.id if writer.state else session_id_of(writer.path),
+                "session": writer.state.header.id,
                 "path": str(writer.path),
                 "outcome": result.status,
                 "final": result.final,
+                "reason": result.reason,
+                "usage": writer.state.usage,
             }
         )
     elif result.status == "completed" and result.final is not None:
         sys.stdout.write(result.final.rstrip("\n") + "\n")
     if result.status == "failed":
-        fail(f"FAILED: {result.reason} (the journal records it: {writer.path})", EXIT_FAILED)
+        raise RunFailed(f"{result.reason} (the journal records it: {writer.path})")
     if result.status == "aborted":
-        fail(f"INTERRUPTED: run aborted; the journal records it cleanly ({writer.path})", EXIT_INTERRUPTED)
+        stopped = Terminated if result.stopped_by == "terminate" else Interrupted
+        raise stopped(f"run aborted; the journal records it cleanly ({writer.path})")
     if result.status == "blocked":
-        fail(f"BLOCKED: {result.reason}", EXIT_TEMPFAIL)
+        raise BlockedError(result.reason or "recovery is blocked")
 
 
 @app.command()
@@ -333,46 +371,49 @@ def run(
     sessions_dir: str | None = SessionsDirOption,
     allow_bash: bool = AllowBashOption,
     durability: str = DurabilityOption,
-    as_json: bool = typer.Option(False, "--json", help='Print {"session","path","outcome","final"}.'),
+    connect_timeout: float | None = ConnectTimeoutOption,
+    read_timeout: float | None = ReadTimeoutOption,
+    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    as_json: bool = typer.Option(False, "--json", help='Print {"session","path","outcome","final","reason","usage"}.'),
 ) -> None:
     """Run one prompt to completion against a Chat Completions endpoint, journaling everything."""
-    from pathlib import Path
-
     from tiny_agent.agent import build_runtime
+    from tiny_agent.state import IdleOperation
 
     if not prompt.strip():
-        fail("USAGE: the prompt is empty", EXIT_USAGE)
-    durability = _durability(durability)
-    provider = _provider(base_url, model)
+        raise UsageError("the prompt is empty")
+    chosen_durability = _durability(durability)
+    provider = _provider(base_url, model, _timeouts(connect_timeout, read_timeout, stream_idle_timeout))
     runtime = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash)
     if session is not None:
-        writer = _open_writer(_resolve(session, sessions_dir), durability)
-        if writer.state.operation.__class__.__name__ != "IdleOperation":
+        writer = _open_writer(_resolve(session, sessions_dir), chosen_durability)
+        if type(writer.state.operation) is not IdleOperation:
             writer.close(seal=False)
-            fail(f"BUSY: {session} has an unfinished operation; finish it with `tiny-agent resume {session}`", EXIT_TEMPFAIL)
+            raise Busy(f"{session} has an unfinished operation; finish it with `tiny-agent resume {session}`")
     else:
-        writer = _new_session(provider, sessions_dir, durability)
+        writer = _new_session(provider, sessions_dir, chosen_durability)
     result = _drive(writer, runtime, lambda driver: driver.run(prompt))
     _finish_command(result, writer, as_json)
 
 
-def _new_session(provider, sessions_dir: str | None, durability: str):  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
+def _new_session(provider: ProviderConfig, sessions_dir: str | None, durability: Durability) -> JournalWriter:
     from tiny_agent.configuration import environment_identity
-    from tiny_agent.store import create_session, sessions_dir as directory_of
+    from tiny_agent.store import create_session
+    from tiny_agent.store import sessions_dir as directory_of
 
     cwd = Path.cwd()
-    fields = {
-        "cwd": os.path.realpath(cwd),
-        "provider": provider.provider_name,
-        "model": provider.model,
-        "environmentIdentity": environment_identity(cwd),
-    }
+    directory = directory_of(sessions_dir)
     try:
-        return create_session(directory_of(sessions_dir), fields, durability=durability)
+        return create_session(
+            directory,
+            cwd=os.path.realpath(cwd),
+            provider=provider.provider_name,
+            model=provider.model,
+            environment_identity=environment_identity(cwd),
+            durability=durability,
+        )
     except OSError as error:
-        fail(f"IO_ERROR: cannot create a session in {directory_of(sessions_dir)}: {error.strerror or error}", EXIT_NO_INPUT)
+        raise os_error(error, f"cannot create a session in {directory}") from None
 
 
 @app.command()
@@ -380,10 +421,7 @@ def demo(
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Run a real session against a Chat Completions server on 127.0.0.1 (no network, no key), then replay it."""
-    from pathlib import Path
-
     from tiny_agent.agent import build_runtime
-    from tiny_agent.journal import read_journal
     from tiny_agent.loopback import DEMO_MODEL, DEMO_PROMPT, LoopbackServer, demo_script
     from tiny_agent.provider import ProviderConfig
 
@@ -400,7 +438,7 @@ def demo(
         _finish_command(result, writer, False)
     out = sys.stdout
     out.write(f"\n=== replay of {writer.path} ===\n\n")
-    _print_human(read_journal(writer.path), writer.path)
+    _print_human(_read_journal(writer.path), writer.path)
     out.write(
         f"\nThe provider was asked {requests} times; each response is in the journal twice: raw, exactly as\n"
         f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
@@ -425,31 +463,38 @@ def resume(
     sessions_dir: str | None = SessionsDirOption,
     allow_bash: bool = AllowBashOption,
     durability: str = DurabilityOption,
+    connect_timeout: float | None = ConnectTimeoutOption,
+    read_timeout: float | None = ReadTimeoutOption,
+    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
 ) -> None:
     """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
-    from pathlib import Path
-
     from tiny_agent.agent import build_runtime
+    from tiny_agent.state import IdleOperation
 
     if current_config is not None and not dry_run:
-        fail("USAGE: --current-config only plans; add --dry-run", EXIT_USAGE)
+        raise UsageError("--current-config only plans; add --dry-run")
     if abort and dry_run:
-        fail("USAGE: --abort and --dry-run are exclusive", EXIT_USAGE)
-    durability = _durability(durability)
+        raise UsageError("--abort and --dry-run are exclusive")
+    chosen_durability = _durability(durability)
+    timeouts = _timeouts(connect_timeout, read_timeout, stream_idle_timeout)
     path = _resolve(session, sessions_dir)
     if dry_run:
         _plan_only(path, current_config, base_url, model, system, allow_bash, as_json)
         return
-    writer = _open_writer(path, durability)
-    provider = _provider(base_url, model, fallback_model=writer.state.header.model, require_key=False)
+    writer = _open_writer(path, chosen_durability)
+    try:
+        provider = _provider(base_url, model, timeouts, fallback_model=writer.state.header.model, require_key=False)
+    except TinyAgentError:
+        writer.close(seal=False)
+        raise
     runtime = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash)
-    if writer.state.operation.__class__.__name__ == "IdleOperation":
+    if type(writer.state.operation) is IdleOperation:
         writer.close()
         _say_nothing_to_do(as_json, path)
         return
 
-    def finish_it(driver):  # type: ignore[no-untyped-def]
+    def finish_it(driver: Driver) -> DriveResult:
         if abort:
             driver.abort()
         return driver.drive()
@@ -468,35 +513,40 @@ def resume(
     _finish_command(result, writer, as_json)
 
 
-def _say_nothing_to_do(as_json: bool, path) -> None:  # type: ignore[no-untyped-def]
+def _say_nothing_to_do(as_json: bool, path: Path) -> None:
     if as_json:
         _print_json({"path": str(path), "outcome": "idle", "actions": 0})
     else:
         sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
 
 
-def _plan_only(path, current_config, base_url, model, system, allow_bash, as_json) -> None:  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
+def _plan_only(
+    path: Path,
+    current_config: str | None,
+    base_url: str | None,
+    model: str | None,
+    system: str | None,
+    allow_bash: bool,
+    as_json: bool,
+) -> None:
     import msgspec
 
     from tiny_agent.agent import build_runtime
-    from tiny_agent.errors import CorruptionError
-    from tiny_agent.journal import read_journal
     from tiny_agent.recovery import CurrentConfiguration, explain, plan_recovery
 
     try:
-        state = read_journal(path)
+        state = _read_journal(path)
     except CorruptionError as error:
-        fail(f"{error} [{path}]", EXIT_CORRUPT)
+        _corrupt(error, path, as_json)
     if current_config is not None:
         try:
             current = msgspec.json.decode(_read_input(current_config), type=CurrentConfiguration)
         except msgspec.DecodeError as error:
-            fail(f"USAGE: --current-config {current_config}: {error}", EXIT_USAGE)
+            raise UsageError(f"--current-config {current_config}: {error}") from None
     else:
-        provider = _provider(base_url, model, fallback_model=state.header.model, require_key=False)
-        current = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash).current()
+        provider = _provider(base_url, model, _timeouts(None, None, None), fallback_model=state.header.model, require_key=False)
+        runtime = build_runtime(provider, system_prompt=_system_prompt(system), cwd=Path.cwd(), allow_bash=allow_bash)
+        current = runtime.current()
     plan = plan_recovery(state, current)
     if as_json:
         _print_json(plan)
@@ -517,15 +567,14 @@ def audit(
 ) -> None:
     """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
     from tiny_agent.audit import audit as audit_session
-    from tiny_agent.errors import CorruptionError
 
     path = _resolve(session, sessions_dir)
     try:
         report = audit_session(path)
     except CorruptionError as error:
-        fail(f"{error} [{path}]", EXIT_CORRUPT)
+        _corrupt(error, path, as_json)
     except OSError as error:
-        fail(f"IO_ERROR: {path}: {error.strerror or error}", EXIT_NO_INPUT)
+        raise os_error(error, str(path)) from None
     if as_json:
         _print_json(report)
     else:
@@ -534,10 +583,11 @@ def audit(
         for line in audit_lines(report):
             sys.stdout.write(line + "\n")
     if report.drift:
-        raise typer.Exit(EXIT_DRIFT)
+        numbers = ", ".join(str(attempt.number) for attempt in report.attempts if attempt.drift)
+        raise DriftFound(f"attempt(s) {numbers} of {path}: the journal's canonical entries differ from today's seam")
 
 
-def _progress_bar(label: str):  # type: ignore[no-untyped-def]
+def _progress_bar(label: str) -> Callable[[int, int], None] | None:
     """A one-line counter on stderr when it is a terminal; silent otherwise."""
     if not sys.stderr.isatty():
         return None
@@ -558,37 +608,28 @@ def verify(
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
-    from tiny_agent.catalog import known_lengths
-    from tiny_agent.store import list_journals, sessions_dir as directory_of
-    from tiny_agent.verify import verify as verify_journal
+    from tiny_agent.store import list_journals
+    from tiny_agent.store import sessions_dir as directory_of
+    from tiny_agent.verify import verdict_lines, verify_many
 
     directory = directory_of(sessions_dir)
     if all_sessions and sessions:
-        fail("USAGE: give sessions or --all, not both", EXIT_USAGE)
+        raise UsageError("give sessions or --all, not both")
     if not all_sessions and not sessions:
-        fail("USAGE: name at least one session, or pass --all", EXIT_USAGE)
+        raise UsageError("name at least one session, or pass --all")
     paths = list_journals(directory) if all_sessions else [_resolve(reference, sessions_dir) for reference in sessions]
     if not paths:
         sys.stdout.write(f"no sessions in {directory}\n" if not as_json else "[]\n")
         return
-    show = _progress_bar("verify") if len(paths) > 1 else None
-    verdicts = []
-    lengths: dict = {}
-    for position, path in enumerate(paths, start=1):
-        if path.parent not in lengths:
-            lengths[path.parent] = known_lengths(path.parent)
-        verdicts.append(verify_journal(path, lengths[path.parent].get(path.name)))
-        if show is not None:
-            show(position, len(paths))
+    verdicts = verify_many(paths, _progress_bar("verify") if len(paths) > 1 else None)
     if as_json:
         _print_json(verdicts)
     else:
-        labels = {"ok": "OK", "corrupt": "CORRUPT", "open-tail": "OPEN TAIL", "unsealed": "UNSEALED", "unreadable": "UNREADABLE"}
-        for verdict in verdicts:
-            sys.stdout.write(f"{labels[verdict.status]:<10}  {verdict.path}  {verdict.detail}\n")
+        for line in verdict_lines(verdicts):
+            sys.stdout.write(line + "\n")
     bad = [verdict for verdict in verdicts if verdict.status in ("corrupt", "unreadable")]
     if bad:
-        fail(f"CORRUPT: {len(bad)} of {len(verdicts)} session(s) failed verification", EXIT_CORRUPT)
+        raise VerificationFailed(f"{len(bad)} of {len(verdicts)} session(s) failed verification")
 
 
 @app.command()
@@ -598,14 +639,13 @@ def sessions(
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """List sessions, newest first: id, created, model, status, runs, first prompt, tokens."""
-    import time
-
     from tiny_agent.catalog import list_sessions
+    from tiny_agent.render import sessions_table
     from tiny_agent.store import sessions_dir as directory_of
 
     directory = directory_of(sessions_dir)
     if not directory.is_dir():
-        fail(f"NOT_FOUND: no sessions directory at {directory}", EXIT_NO_INPUT)
+        raise NotFound(f"no sessions directory at {directory}")
     rows = list_sessions(directory, limit, progress=_progress_bar("reading"))
     if as_json:
         _print_json(rows)
@@ -613,12 +653,6 @@ def sessions(
     if not rows:
         sys.stdout.write(f"no sessions in {directory}\n")
         return
-    table = [("session", "created (UTC)", "model", "status", "runs", "tokens", "first prompt")]
-    for row in rows:
-        created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
-        prompt = (row.prompt or row.error or "").replace("\n", " ")
-        prompt = prompt if len(prompt) <= 48 else prompt[:45] + "..."
-        table.append((row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt))
-    widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
-    for line in table:
-        sys.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() + "\n")
+    for line in sessions_table(rows):
+        sys.stdout.write(line + "\n")
+

@@ -62,6 +62,7 @@ LABELS: Final[tuple[Label, ...]] = (
     Label("EMPTY", EXIT_CORRUPT, "an input file that should hold something is empty"),
     Label("DRIFT", EXIT_DRIFT, "audit: a stored response normalizes today differently from what the journal kept"),
     Label(CORRUPTION_LABEL, EXIT_CORRUPT, "a journal the reducer refuses, named by its error code, line and seq"),
+    Label("CORRUPT", EXIT_CORRUPT, "verify: one or more sessions failed verification (each is listed with its error)"),
     Label("MALFORMED_JSON", EXIT_CORRUPT, "an input that is not JSON (a journal line, or a provider body given to normalize)"),
     Label("NOT_FOUND", EXIT_NO_INPUT, "no such session or file"),
     Label("IO_ERROR", EXIT_IO, "the disk is full or read-only, or a read or write failed; nothing was half-written"),
@@ -154,6 +155,10 @@ class DriftFound(TinyAgentError):
 
 class MalformedInput(TinyAgentError):
     label = "MALFORMED_JSON"
+
+
+class VerificationFailed(TinyAgentError):
+    label = "CORRUPT"
 
 
 # -- journal corruption ------------------------------------------------------------

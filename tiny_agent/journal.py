@@ -18,15 +18,15 @@ import gc
 import os
 import signal
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import msgspec
 
 from tiny_agent import failpoints
-from tiny_agent.errors import CorruptionError
+from tiny_agent.errors import CorruptionError, Locked, StorageError, TinyAgentError, UsageError
 from tiny_agent.facts import (
     Fact,
     HeaderLine,
@@ -49,11 +49,11 @@ Durability = Literal["fsync", "process"]
 a crash of this process (the bytes are in the kernel), which is faster."""
 
 
-class JournalError(Exception):
-    """A journal cannot be used for the reason given (one line, names the file)."""
+class JournalError(UsageError):
+    """A file that cannot be used as a journal for the reason given (one line, names the file)."""
 
 
-class SessionLocked(JournalError):
+class SessionLocked(Locked):
     def __init__(self, path: Path, pid: int | None) -> None:
         holder = f"pid {pid}" if pid else "another process"
         super().__init__(f"{path.name} is being written by {holder}; only one writer may hold a session")
@@ -61,15 +61,15 @@ class SessionLocked(JournalError):
         self.pid = pid
 
 
-class CommitRejected(JournalError):
-    """The fold refused a candidate transaction; nothing was written."""
+class CommitRejected(TinyAgentError):
+    """The fold refused a candidate transaction; nothing was written (a bug in the writer's caller)."""
 
     def __init__(self, error: CorruptionError) -> None:
         super().__init__(f"refused to append an invalid transaction: {error}")
         self.error = error
 
 
-class WriterPoisoned(JournalError):
+class WriterPoisoned(StorageError):
     """A write or fsync failed: the file's tail is unknown, so this writer appends nothing more."""
 
 

@@ -8,11 +8,16 @@ from __future__ import annotations
 import textwrap
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from msgspec import UNSET
 
-from tiny_agent.state import CompactionOperation, AppliedEntry, RunOperation, SessionState
+from tiny_agent.state import AppliedEntry, CompactionOperation, RunOperation, SessionState
 from tiny_agent.transcript import AssistantMessage, Message, ToolMessage, Usage, UserMessage
+
+if TYPE_CHECKING:  # types only: rendering never reads a journal itself
+    from tiny_agent.audit import AttemptAudit, AuditReport
+    from tiny_agent.catalog import Listed
 
 _INDENT = "    "
 
@@ -115,7 +120,7 @@ def operation_summary(state: SessionState) -> str:
 # -- audit ------------------------------------------------------------------------
 
 
-def audit_lines(report) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def audit_lines(report: AuditReport) -> Iterator[str]:
     """The audit for people: each attempt, the dropped fields, totals, tools, and the verdict."""
     yield f"audit of {report.path} (session {report.session}, v{report.version}, {len(report.attempts)} model attempts)"
     for attempt in report.attempts:
@@ -155,7 +160,7 @@ def audit_lines(report) -> Iterator[str]:  # type: ignore[no-untyped-def]
         yield "verdict: no drift — every stored response normalizes today to exactly what the journal kept"
 
 
-def _attempt_lines(attempt) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def _attempt_lines(attempt: AttemptAudit) -> Iterator[str]:
     retry = " (retry)" if attempt.attempt == 2 else ""
     yield f"attempt {attempt.number}{retry} · step {attempt.stepId} · model {attempt.model}"
     response = attempt.response
@@ -191,3 +196,17 @@ def _table(rows: list[tuple[str, ...]], indent: str) -> Iterator[str]:
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
         yield indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+
+
+# -- sessions -------------------------------------------------------------------------
+
+
+def sessions_table(rows: list[Listed]) -> Iterator[str]:
+    """``tiny-agent sessions`` for people: one line per session, newest first."""
+    table = [("session", "created (UTC)", "model", "status", "runs", "tokens", "first prompt")]
+    for row in rows:
+        created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
+        prompt = (row.prompt or row.error or "").replace("\n", " ")
+        prompt = prompt if len(prompt) <= 48 else prompt[:45] + "..."
+        table.append((row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt))
+    yield from _table(table, indent="")

@@ -15,6 +15,11 @@ import stat
 import time
 from pathlib import Path
 
+from tiny_agent.errors import NotFound, UsageError
+from tiny_agent.facts import HeaderLine
+from tiny_agent.ids import now_ms, uuid7
+from tiny_agent.journal import WRITER_VERSION, Durability, JournalWriter
+
 DEFAULT_SESSIONS_DIR = "sessions"
 SESSIONS_DIR_ENV = "TINY_AGENT_SESSIONS_DIR"
 JOURNAL_SUFFIX = ".jsonl"
@@ -23,11 +28,11 @@ _JOURNAL_NAME = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)_(?P<id>[0-9a-f-]{36})\.json
 _SESSION_REF = re.compile(r"[0-9a-f][0-9a-f-]*")
 
 
-class SessionNotFound(Exception):
+class SessionNotFound(NotFound):
     """Nothing in the sessions directory (or on disk) answers to the name given."""
 
 
-class AmbiguousSession(Exception):
+class AmbiguousSession(UsageError):
     """A prefix that names more than one session."""
 
 
@@ -89,14 +94,26 @@ def resolve_session(reference: str, directory: Path) -> Path:
     return matches[0]
 
 
-def create_session(directory: Path, header_fields: dict[str, object], *, durability: str = "fsync"):  # -> JournalWriter
-    """A new journal in ``directory`` (made private), named by its creation time and id."""
-    from tiny_agent.facts import HeaderLine
-    from tiny_agent.ids import now_ms, uuid7
-    from tiny_agent.journal import WRITER_VERSION, JournalWriter
-
+def create_session(
+    directory: Path,
+    *,
+    cwd: str,
+    provider: str,
+    model: str,
+    environment_identity: str,
+    durability: Durability = "fsync",
+) -> JournalWriter:
+    """A new journal in ``directory`` (made private), named by its creation time and id, its lock held."""
     ensure_private_directory(directory)
     created = now_ms()
     session_id = uuid7(created)
-    header = HeaderLine(version=WRITER_VERSION, id=session_id, createdAt=created, **header_fields)  # type: ignore[arg-type]
-    return JournalWriter.create(directory / journal_name(session_id, created), header, durability=durability)  # type: ignore[arg-type]
+    header = HeaderLine(
+        version=WRITER_VERSION,
+        id=session_id,
+        createdAt=created,
+        cwd=cwd,
+        provider=provider,
+        model=model,
+        environmentIdentity=environment_identity,
+    )
+    return JournalWriter.create(directory / journal_name(session_id, created), header, durability=durability)

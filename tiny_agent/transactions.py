@@ -37,7 +37,7 @@ from tiny_agent.facts import (
     UserEntry,
 )
 from tiny_agent.ids import uuid7
-from tiny_agent.settlement import settlement
+from tiny_agent.settlement import Settlement
 from tiny_agent.state import CompactionOperation, LatestAttempt, RunOperation, SessionState, ToolCallState
 from tiny_agent.tools import ToolDeclaration
 from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage, Usage, UserMessage
@@ -129,13 +129,14 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
     return facts
 
 
-def settle(state: SessionState, raw: RawResponse) -> tuple[list[Fact], str]:
-    """The transaction that settles the open attempt from its response, and its failpoint label."""
-    decided = settlement(raw)
+def settle(state: SessionState, decided: Settlement) -> tuple[list[Fact], str]:
+    """The transaction that settles the open attempt as ``decided``, and its failpoint label."""
     if decided.failure is not None:
         code, reason = decided.failure
         return fail_step(state, code, reason, decided.usage), "step-failed"
-    return settle_assistant(state, decided.message, decided.stop_reason, decided.usage), "settle"  # type: ignore[arg-type]
+    if decided.message is None or decided.stop_reason is None:
+        raise ValueError("a settlement without a failure carries a message and a stop reason")
+    return settle_assistant(state, decided.message, decided.stop_reason, decided.usage), "settle"
 
 
 # -- tools --------------------------------------------------------------------

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -66,3 +67,25 @@ def verify(path: Path, known_length: int | None = None) -> Verdict:
             notes.insert(0, "open tail: valid, but not closed cleanly (crashed?); the last line is not covered by a seal")
     verdict.detail = "; ".join(notes)
     return verdict
+
+
+def verify_many(paths: list[Path], progress: Callable[[int, int], None] | None = None) -> list[Verdict]:
+    """Verify several journals, each against the length the sessions index last saw for it."""
+    from tiny_agent.catalog import known_lengths
+
+    lengths: dict[Path, dict[str, int]] = {}
+    verdicts = []
+    for position, path in enumerate(paths, start=1):
+        if path.parent not in lengths:
+            lengths[path.parent] = known_lengths(path.parent)
+        verdicts.append(verify(path, lengths[path.parent].get(path.name)))
+        if progress is not None:
+            progress(position, len(paths))
+    return verdicts
+
+
+STATUS_LABELS: Final = {"ok": "OK", "corrupt": "CORRUPT", "open-tail": "OPEN TAIL", "unsealed": "UNSEALED", "unreadable": "UNREADABLE"}
+
+
+def verdict_lines(verdicts: list[Verdict]) -> list[str]:
+    return [f"{STATUS_LABELS[verdict.status]:<10}  {verdict.path}  {verdict.detail}" for verdict in verdicts]

@@ -30,6 +30,27 @@ def test_an_event_without_data_is_no_event() -> None:
     assert parse_events("event: ping\n\n: keep-alive\n\n") == []
 
 
+def test_a_leading_byte_order_mark_is_ignored() -> None:
+    body = "\ufeffdata: a\n\ndata: \ufeffb\n\n"
+    assert parse_events(body) == [SseEvent("a"), SseEvent("\ufeffb")]
+    raw = body.encode("utf-8")
+    decoder = SseDecoder()
+    # The mark's three bytes arrive in two pieces; only the one at the very start is dropped.
+    events = decoder.feed(raw[:2]) + decoder.feed(raw[2:]) + decoder.close()
+    assert events == [SseEvent("a"), SseEvent("\ufeffb")]
+
+
+def test_a_long_line_fed_in_small_pieces_arrives_whole() -> None:
+    line = "data: " + "é" * 100_000
+    raw = (line + "\r\n\r\n").encode("utf-8")
+    decoder = SseDecoder()
+    events: list[SseEvent] = []
+    for start in range(0, len(raw), 7):
+        events.extend(decoder.feed(raw[start : start + 7]))
+    assert events == [SseEvent("é" * 100_000)]
+    assert decoder.close() == []
+
+
 def test_content_sniffing() -> None:
     assert looks_like_sse("data: {}\n\n")
     assert looks_like_sse("\n: comment\n")
@@ -48,7 +69,7 @@ _ENDS = st.sampled_from(["\n", "\r\n", "\r"])
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(_LINES, _ENDS), max_size=30), st.data())
 def test_any_split_of_the_bytes_gives_the_whole_body_events(lines: list[tuple[str, str]], data: st.DataObject) -> None:
-    text = "".join(line + end for line, end in lines)
+    text = data.draw(st.sampled_from(["", "\ufeff"])) + "".join(line + end for line, end in lines)
     raw = text.encode("utf-8")
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=12)))
     decoder = SseDecoder()

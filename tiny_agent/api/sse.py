@@ -2,6 +2,7 @@
 
 The rules (the WHATWG event-stream format, as far as a response body needs it):
 
+- one byte order mark at the very start is ignored;
 - lines end with CRLF, LF or CR;
 - a blank line ends an event;
 - ``data:`` lines are joined with ``\\n``; one space after the colon is dropped;
@@ -29,6 +30,7 @@ from typing import Final
 import msgspec
 
 _FIELD_SEPARATOR: Final = ":"
+_BOM: Final = "\ufeff"
 
 
 class SseEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -74,6 +76,8 @@ def parse_events(text: str) -> list[SseEvent]:
     """Every complete event of a whole body, in order."""
     builder = _EventBuilder()
     events: list[SseEvent] = []
+    if text.startswith(_BOM):
+        text = text[1:]
     # str.splitlines also splits on \x0b, \x0c, \x1c-\x1e, \x85, \u2028 and
     # \u2029, which SSE does not; normalise the three real line ends first.
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -95,20 +99,37 @@ class SseDecoder:
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._builder = _EventBuilder()
-        self._pending = ""
-        """Text after the last complete line end (may end with a lone CR that a LF could still join)."""
+        self._pending: list[str] = []
+        """Text after the last complete line end, in pieces (may end with a lone CR that a LF could still join).
+
+        Kept as pieces and joined only when a line end arrives: a long line fed
+        in small chunks must not be copied again with every chunk."""
+        self._started = False
+        """Whether the first character has been seen (a byte order mark there is dropped)."""
 
     def feed(self, data: bytes) -> list[SseEvent]:
         return self._text(self._utf8.decode(data))
 
     def _text(self, text: str) -> list[SseEvent]:
-        buffered = self._pending + text
+        if not self._started and text:
+            self._started = True
+            if text.startswith(_BOM):
+                text = text[1:]
+        pending = self._pending
+        holding_cr = bool(pending) and pending[-1].endswith("\r")
+        if not holding_cr and "\n" not in text and "\r" not in text:
+            if text:
+                pending.append(text)
+            return []
+        pending.append(text)
+        buffered = "".join(pending)
         # A trailing CR may be the first half of a CRLF: keep it for the next chunk.
         hold_cr = buffered.endswith("\r")
         if hold_cr:
             buffered = buffered[:-1]
         lines = buffered.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        self._pending = lines.pop() + ("\r" if hold_cr else "")
+        rest = lines.pop() + ("\r" if hold_cr else "")
+        self._pending = [rest] if rest else []
         events: list[SseEvent] = []
         for line in lines:
             event = self._builder.line(line)
@@ -119,8 +140,8 @@ class SseDecoder:
     def close(self) -> list[SseEvent]:
         """The end of the body: a lone CR still held is a line end; an unfinished event is dropped."""
         events = self._text(self._utf8.decode(b"", final=True))
-        pending = self._pending
-        self._pending = ""
+        pending = "".join(self._pending)
+        self._pending = []
         if pending.endswith("\r"):
             event = self._builder.line(pending[:-1])
             if event is not None:

@@ -13,6 +13,11 @@ not a guess.
 Usage is read for rejections too, so a response that was paid for is ledgered
 once whatever became of it.
 
+The outcome types (:class:`Accepted`, :class:`Rejected` and the usage
+derivations) are shared by the three wire APIs: the Anthropic Messages and
+OpenAI Responses seams in :mod:`tiny_agent.api` return the same outcomes, each
+with its own derivation.
+
 Pure: no I/O.  Never raises for any input.
 """
 
@@ -23,16 +28,16 @@ from typing import Any, Final, Literal
 import msgspec
 
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.reducer import MAX_SAFE_INTEGER
 from tiny_agent.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
+from tiny_agent.wire import MAX_SAFE_INTEGER
 
 CacheSource = Literal["prompt_tokens_details.cached_tokens", "prompt_cache_hit_tokens"]
 
 _MISSING: Final = object()
 
 
-class UsageDerivation(msgspec.Struct, frozen=True):
-    """How the ledger's counters were derived from what the provider reported."""
+class UsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="chat"):
+    """How the ledger's counters were derived from what a Chat Completions provider reported."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -57,14 +62,83 @@ class UsageDerivation(msgspec.Struct, frozen=True):
         )
 
 
+class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="anthropic"):
+    """How the ledger's counters were derived from an Anthropic Messages ``usage`` object."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        # Anthropic reports cache reads and writes beside input_tokens, not inside
+        # it, so input_tokens already is the ledger's net input.
+        return Usage(
+            input=self.input_tokens,
+            output=self.output_tokens,
+            cacheRead=self.cache_read_input_tokens,
+            cacheWrite=self.cache_creation_input_tokens,
+        )
+
+    @property
+    def cost(self) -> float | None:
+        """Anthropic reports no cost in the body."""
+        return None
+
+    def explain(self) -> str:
+        """``input_tokens 20 = input 20 (cache read 12 and write 0 are counted apart …); output_tokens 5 = output 5``."""
+        return (
+            f"input_tokens {self.input_tokens} = input {self.input_tokens}"
+            f" (nothing subtracted: Anthropic counts cache read {self.cache_read_input_tokens}"
+            f" and cache write {self.cache_creation_input_tokens} apart from input_tokens);"
+            f" output_tokens {self.output_tokens} = output {self.output_tokens}"
+        )
+
+
+class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="responses"):
+    """How the ledger's counters were derived from an OpenAI Responses ``usage`` object."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        # Responses counts cached tokens inside input_tokens; the ledger's input is net of them.
+        net_input = max(0, self.input_tokens - self.cached_tokens)
+        return Usage(input=net_input, output=self.output_tokens, cacheRead=self.cached_tokens, cacheWrite=0)
+
+    @property
+    def cost(self) -> float | None:
+        """The Responses API reports no cost in the body."""
+        return None
+
+    def explain(self) -> str:
+        """``input_tokens 40 − cached 25 = input 15 (Responses counts cached tokens inside input_tokens); …``."""
+        usage = self.usage
+        clamp = " (clamped at 0)" if self.input_tokens - self.cached_tokens < 0 else ""
+        return (
+            f"input_tokens {self.input_tokens} − cached {self.cached_tokens} = input {usage.input}{clamp}"
+            f" (Responses counts cached tokens inside input_tokens);"
+            f" output_tokens {self.output_tokens} = output {usage.output}; cache write 0 (Responses reports none)"
+        )
+
+
+Derivation = UsageDerivation | AnthropicUsageDerivation | ResponsesUsageDerivation
+"""The usage derivation of whichever wire API answered: each has ``usage``, ``cost`` and ``explain()``."""
+
+
 class Accepted(msgspec.Struct, frozen=True):
     message: AssistantMessage
     stop_reason: StopReason
     usage: Usage
-    derivation: UsageDerivation
+    derivation: Derivation
     dropped: list[str]
     """JSON paths of the members the canonical result was not built from, in document order."""
     finish_reason: str | None
+    """The API's own word for why the answer ended: Chat ``finish_reason``, Anthropic
+    ``stop_reason``, Responses ``status`` (or ``incomplete_details.reason`` when incomplete)."""
     response_id: str | None = None
     model: str | None = None
 
@@ -73,7 +147,8 @@ class Rejected(msgspec.Struct, frozen=True):
     reason: str
     """One line naming the path and the rule broken."""
     usage: Usage
-    derivation: UsageDerivation
+    """What the provider reported before or despite the rejection: paid tokens are ledgered once."""
+    derivation: Derivation
     finish_reason: str | None = None
     response_id: str | None = None
     model: str | None = None
@@ -273,7 +348,7 @@ def _read_usage(body: Any) -> tuple[UsageDerivation, str | None]:
         cache_read=cache_read,
         cache_read_source=source,
         cache_write=cache_write,
-        cost=float(cost) if type(cost) in (int, float) else None,
+        cost=float(cost) if isinstance(cost, int | float) and type(cost) is not bool else None,
     )
     return derivation, problems[0] if problems else None
 

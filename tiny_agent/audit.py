@@ -25,9 +25,12 @@ from tiny_agent.canonical import canonical_json
 from tiny_agent.facts import (
     AssistantEntry,
     CompactionEntry,
+    Entry,
     EntryFact,
+    Fact,
     PreExecutionResultEntry,
     RawFact,
+    Record,
     RecordFact,
     StartedToolResultEntry,
     StepAttempt,
@@ -37,8 +40,8 @@ from tiny_agent.facts import (
     UserEntry,
 )
 from tiny_agent.journal import facts, read_journal
-from tiny_agent.settlement import Settlement, settlement
 from tiny_agent.normalize import Accepted, normalize_body
+from tiny_agent.settlement import Settlement, settlement
 from tiny_agent.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 
 Settled = Literal["assistant", "failed", "aborted", "retried", "open"]
@@ -180,66 +183,67 @@ class _Walk:
         self.synthetic: list[ToolAudit] = []
         self.canonical: dict[str, AssistantMessage] = {}
 
-    def fact(self, fact: object, line: int) -> None:
-        kind = type(fact)
-        if kind is EntryFact:
-            self._entry(fact.entry)  # type: ignore[attr-defined]
-        elif kind is RecordFact:
-            self._record(fact.record, fact.id)  # type: ignore[attr-defined]
-        elif kind is UsageFact and fact.attemptId is not UNSET:  # type: ignore[attr-defined]
-            attempt = self.attempts[fact.attemptId]  # type: ignore[attr-defined]
-            attempt.usage = attempt.usage + fact.usage  # type: ignore[attr-defined]
-        elif kind is RawFact:
-            self.raw_bodies[fact.attemptId] = fact  # type: ignore[attr-defined]
-            self.raw_lines[fact.attemptId] = line  # type: ignore[attr-defined]
-            self.attempts[fact.attemptId].response = _response(fact, line)  # type: ignore[attr-defined]
+    def fact(self, fact: Fact, line: int) -> None:
+        match fact:
+            case EntryFact():
+                self._entry(fact.entry)
+            case RecordFact():
+                self._record(fact.record, fact.id)
+            case UsageFact() if fact.attemptId is not UNSET:
+                attempt = self.attempts[fact.attemptId]
+                attempt.usage = attempt.usage + fact.usage
+            case RawFact():
+                self.raw_bodies[fact.attemptId] = fact
+                self.raw_lines[fact.attemptId] = line
+                self.attempts[fact.attemptId].response = _response(fact, line)
 
-    def _entry(self, entry: object) -> None:
-        kind = type(entry)
-        if kind is CompactionEntry:
-            retained = [item.message for item in entry.retainedTail]  # type: ignore[attr-defined]
-            self.context.reset([compaction_summary_message(entry.summary), *retained])  # type: ignore[attr-defined]
-            return
-        self.context.append(entry.message)  # type: ignore[attr-defined]
-        if kind is AssistantEntry:
-            attempt = self.attempts[entry.attemptId]  # type: ignore[attr-defined]
-            attempt.settled = "assistant"
-            attempt.stopReason = entry.stopReason  # type: ignore[attr-defined]
-            self.canonical[entry.attemptId] = entry.message  # type: ignore[attr-defined]
-        elif kind is StartedToolResultEntry:
-            tool = self.tools[entry.toolStartedId]  # type: ignore[attr-defined]
-            result = entry.result  # type: ignore[attr-defined]
-            tool.outcome = result.type if result.reason is UNSET else f"synthetic: {result.reason}"
-        elif kind is PreExecutionResultEntry:
-            self.synthetic.append(
-                ToolAudit(
-                    toolName=entry.toolName,  # type: ignore[attr-defined]
-                    toolCallId=entry.message.tool_call_id,  # type: ignore[attr-defined]
-                    replay=None,
-                    replayKey=None,
-                    outcome=f"synthetic: {entry.result.reason}",  # type: ignore[attr-defined]
+    def _entry(self, entry: Entry) -> None:
+        match entry:
+            case CompactionEntry():
+                retained = [item.message for item in entry.retainedTail]
+                self.context.reset([compaction_summary_message(entry.summary), *retained])
+            case UserEntry():
+                self.context.append(entry.message)
+            case AssistantEntry():
+                self.context.append(entry.message)
+                attempt = self.attempts[entry.attemptId]
+                attempt.settled = "assistant"
+                attempt.stopReason = entry.stopReason
+                self.canonical[entry.attemptId] = entry.message
+            case StartedToolResultEntry():
+                self.context.append(entry.message)
+                tool = self.tools[entry.toolStartedId]
+                result = entry.result
+                tool.outcome = result.type if result.reason is UNSET else f"synthetic: {result.reason}"
+            case PreExecutionResultEntry():
+                self.context.append(entry.message)
+                self.synthetic.append(
+                    ToolAudit(
+                        toolName=entry.toolName,
+                        toolCallId=entry.message.tool_call_id,
+                        replay=None,
+                        replayKey=None,
+                        outcome=f"synthetic: {entry.result.reason}",
+                    )
                 )
-            )
-        elif kind is not UserEntry:
-            raise AssertionError(f"unexpected entry {entry!r}")
 
-    def _record(self, record: object, fact_id: str) -> None:
-        kind = type(record)
-        if kind is StepAttempt:
-            self._attempt(record)  # type: ignore[arg-type]
-        elif kind is StepFailed:
-            attempt = self.attempts[record.attemptId]  # type: ignore[attr-defined]
-            aborted = record.error.code == "aborted"  # type: ignore[attr-defined]
-            attempt.settled = "aborted" if aborted else "failed"
-            attempt.failure = f"{record.error.code}: {record.error.message}"  # type: ignore[attr-defined]
-        elif kind is ToolStarted:
-            self.tools[fact_id] = ToolAudit(
-                toolName=record.toolName,  # type: ignore[attr-defined]
-                toolCallId=record.toolCallId,  # type: ignore[attr-defined]
-                replay=record.replay,  # type: ignore[attr-defined]
-                replayKey=record.replayKey,  # type: ignore[attr-defined]
-                outcome="pending",
-            )
+    def _record(self, record: Record, fact_id: str) -> None:
+        match record:
+            case StepAttempt():
+                self._attempt(record)
+            case StepFailed():
+                attempt = self.attempts[record.attemptId]
+                aborted = record.error.code == "aborted"
+                attempt.settled = "aborted" if aborted else "failed"
+                attempt.failure = f"{record.error.code}: {record.error.message}"
+            case ToolStarted():
+                self.tools[fact_id] = ToolAudit(
+                    toolName=record.toolName,
+                    toolCallId=record.toolCallId,
+                    replay=record.replay,
+                    replayKey=record.replayKey,
+                    outcome="pending",
+                )
 
     def _attempt(self, record: StepAttempt) -> None:
         if record.attempt == 2:
@@ -269,7 +273,11 @@ class _Walk:
 def _response(fact: RawFact, line: int) -> ResponseAudit:
     raw = fact.raw
     text = raw.body if raw.body is not UNSET else None
-    size = len(text.encode("utf-8")) if text is not None else (len(raw.bodyBase64) * 3) // 4  # type: ignore[arg-type]
+    if text is not None:
+        size = len(text.encode("utf-8"))
+    else:
+        encoded = "" if raw.bodyBase64 is UNSET else raw.bodyBase64
+        size = (len(encoded) * 3) // 4
     response = ResponseAudit(rawId=fact.id, line=line, status=raw.status, contentType=raw.contentType, bytes=size)
     if text is None:
         response.seam = "rejected: body is not UTF-8 text"

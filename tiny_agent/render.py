@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from msgspec import UNSET
@@ -38,24 +38,24 @@ def transcript_lines(state: SessionState) -> Iterator[str]:
 
 
 def _message_lines(number: int, entry: AppliedEntry, message: Message, call_names: dict[str, str]) -> Iterator[str]:
-    kind = type(message)
-    if kind is UserMessage:
-        yield f"#{number} user"
-        yield from _body(message.content)
-    elif kind is AssistantMessage:
-        stop = f" → {entry.stopReason}" if entry.stopReason else ""
-        yield f"#{number} assistant{stop}"
-        if message.content:  # type: ignore[union-attr]
-            yield from _body(message.content)  # type: ignore[union-attr]
-        elif message.tool_calls is UNSET:  # type: ignore[union-attr]
-            yield f"{_INDENT}(empty answer)"
-        for call in message.calls:  # type: ignore[union-attr]
-            call_names[call.id] = call.function.name
-            yield f"{_INDENT}▸ {call.function.name}({call.function.arguments})  [{call.id}]"
-    elif kind is ToolMessage:
-        name = call_names.get(message.tool_call_id, "?")  # type: ignore[union-attr]
-        yield f"#{number} tool {name} [{message.tool_call_id}]"  # type: ignore[union-attr]
-        yield from _body(message.content if message.content else "(empty result)")
+    match message:
+        case UserMessage():
+            yield f"#{number} user"
+            yield from _body(message.content)
+        case AssistantMessage():
+            stop = f" → {entry.stopReason}" if entry.stopReason else ""
+            yield f"#{number} assistant{stop}"
+            if message.content:
+                yield from _body(message.content)
+            elif message.tool_calls is UNSET:
+                yield f"{_INDENT}(empty answer)"
+            for call in message.calls:
+                call_names[call.id] = call.function.name
+                yield f"{_INDENT}▸ {call.function.name}({call.function.arguments})  [{call.id}]"
+        case ToolMessage():
+            name = call_names.get(message.tool_call_id, "?")
+            yield f"#{number} tool {name} [{message.tool_call_id}]"
+            yield from _body(message.content if message.content else "(empty result)")
 
 
 def _body(text: str) -> Iterator[str]:
@@ -138,24 +138,28 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
     yield f"  cost       {_money(report.cost)} (as the provider reported it)"
     if report.models:
         yield "  per model"
-        rows = [("model", "attempts", "input", "output", "cacheRead", "cacheWrite", "cost")]
+        models: list[list[str]] = [["model", "attempts", "input", "output", "cacheRead", "cacheWrite", "cost"]]
         for name, totals in report.models.items():
             usage = totals.usage
-            rows.append((name, str(totals.attempts), f"{usage.input:,}", f"{usage.output:,}", f"{usage.cacheRead:,}", f"{usage.cacheWrite:,}", _money(totals.cost or None)))
-        yield from _table(rows, indent="    ")
+            counters = [f"{usage.input:,}", f"{usage.output:,}", f"{usage.cacheRead:,}", f"{usage.cacheWrite:,}"]
+            models.append([name, str(totals.attempts), *counters, _money(totals.cost or None)])
+        yield from _table(models, indent="    ")
     if report.tools:
         yield ""
         yield "tools"
-        rows = [("tool", "call", "replay", "outcome")]
+        tools: list[list[str]] = [["tool", "call", "replay", "outcome"]]
         for tool in report.tools:
             replay = f"{tool.replay} ({tool.replayKey})" if tool.replay else "not executed"
-            rows.append((tool.toolName, tool.toolCallId, replay, tool.outcome))
-        yield from _table(rows, indent="  ")
+            tools.append([tool.toolName, tool.toolCallId, replay, tool.outcome])
+        yield from _table(tools, indent="  ")
     yield ""
     drifted = [attempt.number for attempt in report.attempts if attempt.drift]
     if drifted:
         numbers = ", ".join(str(number) for number in drifted)
-        yield f"verdict: DRIFT in attempt(s) {numbers}: the journal's canonical entries differ from what today's seam makes of the stored responses"
+        yield (
+            f"verdict: DRIFT in attempt(s) {numbers}: the journal's canonical entries differ from what "
+            "today's seam makes of the stored responses"
+        )
     else:
         yield "verdict: no drift — every stored response normalizes today to exactly what the journal kept"
 
@@ -192,10 +196,10 @@ def _money(value: float | None) -> str:
     return "n/a" if value is None else f"${value:.6f}"
 
 
-def _table(rows: list[tuple[str, ...]], indent: str) -> Iterator[str]:
+def _table(rows: Sequence[Sequence[str]], indent: str) -> Iterator[str]:
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
-        yield indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+        yield indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
 
 
 # -- sessions -------------------------------------------------------------------------
@@ -203,7 +207,7 @@ def _table(rows: list[tuple[str, ...]], indent: str) -> Iterator[str]:
 
 def sessions_table(rows: list[Listed]) -> Iterator[str]:
     """``tiny-agent sessions`` for people: one line per session, newest first."""
-    table = [("session", "created (UTC)", "model", "status", "runs", "tokens", "first prompt")]
+    table: list[tuple[str, ...]] = [("session", "created (UTC)", "model", "status", "runs", "tokens", "first prompt")]
     for row in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
         prompt = (row.prompt or row.error or "").replace("\n", " ")

@@ -62,7 +62,8 @@ def verify(path: Path, known_length: int | None = None) -> Verdict:
             verdict.status = "open-tail"
         verdict.writer_pid = holder_pid(path) if is_locked(path) else None
         if verdict.writer_pid is not None:
-            notes.insert(0, f"open tail: valid so far, live (written by pid {verdict.writer_pid}); its last line is not sealed yet")
+            live = f"open tail: valid so far, live (written by pid {verdict.writer_pid}); its last line is not sealed yet"
+            notes.insert(0, live)
         else:
             notes.insert(0, "open tail: valid, but not closed cleanly (crashed?); the last line is not covered by a seal")
     verdict.detail = "; ".join(notes)
@@ -84,7 +85,13 @@ def verify_many(paths: list[Path], progress: Callable[[int, int], None] | None =
     return verdicts
 
 
-STATUS_LABELS: Final = {"ok": "OK", "corrupt": "CORRUPT", "open-tail": "OPEN TAIL", "unsealed": "UNSEALED", "unreadable": "UNREADABLE"}
+STATUS_LABELS: Final = {
+    "ok": "OK",
+    "corrupt": "CORRUPT",
+    "open-tail": "OPEN TAIL",
+    "unsealed": "UNSEALED",
+    "unreadable": "UNREADABLE",
+}
 
 
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:

@@ -68,7 +68,11 @@ def test_a_200_whose_content_and_reasoning_repeat_the_key() -> None:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": f"Your key is {KEY}; keep {KEY} safe.", "reasoning": f"they sent {KEY}"},
+                    "message": {
+                        "role": "assistant",
+                        "content": f"Your key is {KEY}; keep {KEY} safe.",
+                        "reasoning": f"they sent {KEY}",
+                    },
                     "finish_reason": "stop",
                 }
             ],
@@ -159,7 +163,9 @@ def test_strip_url_credentials(url: str, stripped: str) -> None:
     assert strip_url_credentials(url) == stripped
 
 
-@pytest.mark.parametrize("name", ["api_key", "apikey", "API-KEY", "key", "token", "access_token", "secret", "password", "sig", "auth"])
+@pytest.mark.parametrize(
+    "name", ["api_key", "apikey", "API-KEY", "key", "token", "access_token", "secret", "password", "sig", "auth"]
+)
 def test_secret_parameters(name: str) -> None:
     assert is_secret_parameter(name)
 

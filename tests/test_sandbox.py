@@ -179,7 +179,8 @@ def test_a_bwrap_that_cannot_make_namespaces_is_tried_once_and_not_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_probe: None
 ) -> None:
     tries = tmp_path / "tries"
-    fake = fake_bwrap(tmp_path / "bin", f'echo try >> "{tries}"\necho "bwrap: No permissions to creating new namespace" >&2\nexit 1\n')
+    refusal = 'echo "bwrap: No permissions to creating new namespace" >&2\nexit 1\n'
+    fake = fake_bwrap(tmp_path / "bin", f'echo try >> "{tries}"\n{refusal}')
     monkeypatch.setattr("shutil.which", lambda name: str(fake))
     first = probe_sandbox()
     second = probe_sandbox()
@@ -342,7 +343,8 @@ def test_the_network_is_unreachable(tmp_path: Path, bubblewrap: SandboxProbe) ->
 def test_a_timeout_kills_everything_in_the_sandbox(tmp_path: Path, bubblewrap: SandboxProbe) -> None:
     toolbox = ToolBox(tmp_path, allow_bash=True, sandbox="bubblewrap", bash_timeout=0.5)
     started = time.monotonic()
-    content, ok = run(toolbox, "(sleep 1.5; echo late > late.txt) & setsid sleep 1.5 && echo late > setsid.txt; sleep 30")
+    command = "(sleep 1.5; echo late > late.txt) & setsid bash -c 'sleep 1.5; echo late > setsid.txt' & sleep 30"
+    content, ok = run(toolbox, command)
     assert time.monotonic() - started < 5
     assert not ok
     assert content == "[sandbox: bubblewrap]\nError: command timed out after 0.5 s and was killed"

@@ -209,7 +209,8 @@ def test_a_binary_or_large_file_gets_no_diff(tmp_path: Path) -> None:
 def test_lone_surrogates_are_an_error_result_and_nobody_is_asked(tmp_path: Path) -> None:
     approver = Recorder(approved=True)
     outcome = write(ToolBox(tmp_path, approve=approver), "a.txt", "bad \udc80 text")
-    assert outcome == ToolOutcome(content="Error: a.txt: the content is not valid Unicode text (surrogates not allowed at 4)", ok=False)
+    reason = "the content is not valid Unicode text (surrogates not allowed at 4)"
+    assert outcome == ToolOutcome(content=f"Error: a.txt: {reason}", ok=False)
     assert approver.proposals == []
     assert not (tmp_path / "a.txt").exists()
 
@@ -238,7 +239,8 @@ def test_protected_paths_may_be_read_but_not_written(tmp_path: Path) -> None:
     toolbox = ToolBox(tmp_path, allow_write=True, protected=[Path("sessions")])
     assert read(toolbox, "sessions/j.jsonl").content == "kept\n"
     outcome = write(toolbox, "sessions/j.jsonl", "forged\n")
-    assert outcome.content == "Error: sessions/j.jsonl: sessions is kept by tiny-agent itself; the tools may read it but not change it"
+    refusal = "sessions is kept by tiny-agent itself; the tools may read it but not change it"
+    assert outcome.content == f"Error: sessions/j.jsonl: {refusal}"
     assert write(toolbox, "sessions/new.jsonl", "x").ok is False
     assert (tmp_path / "sessions" / "j.jsonl").read_text() == "kept\n"
 
@@ -301,7 +303,9 @@ def test_a_proposal_cannot_steer_the_terminal() -> None:
 
 
 def test_a_proposal_without_a_diff_says_why() -> None:
-    proposal = WriteProposal(path="blob", exists=True, size_before=2, size_after=4, diff=None, no_diff_reason="the file is not UTF-8 text")
+    proposal = WriteProposal(
+        path="blob", exists=True, size_before=2, size_after=4, diff=None, no_diff_reason="the file is not UTF-8 text"
+    )
     assert render_proposal(proposal).splitlines()[-1] == "(no diff shown: the file is not UTF-8 text)"
 
 

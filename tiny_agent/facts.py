@@ -13,7 +13,7 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -33,14 +33,16 @@ Outcome = Literal["completed", "aborted", "failed"]
 Completion = Literal["normal", "truncated"]
 AbortPhase = Literal["model", "tool", "compact"]
 OperationKind = Literal["run", "compaction"]
+ToolResultType = Literal["success", "error", "synthetic"]
+FactKind = Literal["entry", "record", "usage", "raw", "seal"]
 
-# kw_only lets the envelope (seq, id, timestamp) come first although seq and
-# timestamp have defaults; UNSET members are never encoded, which is how an
+# Every Struct below is closed (forbid_unknown_fields) and kw_only: kw_only
+# lets the envelope (seq, id, timestamp) come first although seq and
+# timestamp have defaults.  UNSET members are never encoded, which is how an
 # optional member stays absent.
-_closed = {"forbid_unknown_fields": True, "kw_only": True}
 
 
-class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", **_closed):
+class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", forbid_unknown_fields=True, kw_only=True):
     version: int
     id: str
     createdAt: int
@@ -53,12 +55,12 @@ class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", **_closed):
 # -- entries ----------------------------------------------------------------
 
 
-class UserEntry(msgspec.Struct, **_closed):
+class UserEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     type: Literal["message"] = "message"
     message: UserMessage
 
 
-class AssistantEntry(msgspec.Struct, **_closed):
+class AssistantEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     type: Literal["message"] = "message"
     stepId: str
     attemptId: str
@@ -66,12 +68,12 @@ class AssistantEntry(msgspec.Struct, **_closed):
     message: AssistantMessage
 
 
-class ToolResult(msgspec.Struct, **_closed):
-    type: Literal["success", "error", "synthetic"]
+class ToolResult(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    type: ToolResultType
     reason: SyntheticReason | UnsetType = UNSET
 
 
-class StartedToolResultEntry(msgspec.Struct, **_closed):
+class StartedToolResultEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The outcome of a call announced by ``toolStarted``; its fact id is the reserved ``resultEntryId``."""
 
     type: Literal["message"] = "message"
@@ -82,7 +84,7 @@ class StartedToolResultEntry(msgspec.Struct, **_closed):
     result: ToolResult
 
 
-class PreExecutionResultEntry(msgspec.Struct, **_closed):
+class PreExecutionResultEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A call answered without being executed (invalid arguments, unknown tool, truncated, aborted)."""
 
     type: Literal["message"] = "message"
@@ -94,12 +96,12 @@ class PreExecutionResultEntry(msgspec.Struct, **_closed):
     result: ToolResult
 
 
-class RetainedMessage(msgspec.Struct, **_closed):
+class RetainedMessage(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     sourceEntryId: str
     message: Message
 
 
-class CompactionEntry(msgspec.Struct, **_closed):
+class CompactionEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     type: Literal["compaction"] = "compaction"
     operationId: str
     summary: str
@@ -107,24 +109,24 @@ class CompactionEntry(msgspec.Struct, **_closed):
     retainedTail: list[RetainedMessage]
 
 
-Entry = Union[UserEntry, AssistantEntry, StartedToolResultEntry, PreExecutionResultEntry, CompactionEntry]
+Entry = UserEntry | AssistantEntry | StartedToolResultEntry | PreExecutionResultEntry | CompactionEntry
 
 
 # -- records ----------------------------------------------------------------
 
 
-class ErrorInfo(msgspec.Struct, **_closed):
+class ErrorInfo(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     code: str
     message: str
 
 
-class RunStarted(msgspec.Struct, tag_field="type", tag="runStarted", **_closed):
+class RunStarted(msgspec.Struct, tag_field="type", tag="runStarted", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     operationKind: Literal["run"] = "run"
     inputEntryId: str
 
 
-class CompactionStarted(msgspec.Struct, tag_field="type", tag="compactionStarted", **_closed):
+class CompactionStarted(msgspec.Struct, tag_field="type", tag="compactionStarted", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     operationKind: Literal["compaction"] = "compaction"
     inputThroughEntryId: str
@@ -134,7 +136,7 @@ class CompactionStarted(msgspec.Struct, tag_field="type", tag="compactionStarted
     sourceDigest: str
 
 
-class StepAttempt(msgspec.Struct, tag_field="type", tag="stepAttempt", **_closed):
+class StepAttempt(msgspec.Struct, tag_field="type", tag="stepAttempt", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     stepId: str
     attemptId: str
@@ -145,14 +147,14 @@ class StepAttempt(msgspec.Struct, tag_field="type", tag="stepAttempt", **_closed
     configurationDigest: str
 
 
-class StepFailed(msgspec.Struct, tag_field="type", tag="stepFailed", **_closed):
+class StepFailed(msgspec.Struct, tag_field="type", tag="stepFailed", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     stepId: str
     attemptId: str
     error: ErrorInfo
 
 
-class ToolStarted(msgspec.Struct, tag_field="type", tag="toolStarted", **_closed):
+class ToolStarted(msgspec.Struct, tag_field="type", tag="toolStarted", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     stepId: str
     assistantEntryId: str
@@ -166,7 +168,7 @@ class ToolStarted(msgspec.Struct, tag_field="type", tag="toolStarted", **_closed
     resultEntryId: str
 
 
-class AbortRequested(msgspec.Struct, tag_field="type", tag="abortRequested", **_closed):
+class AbortRequested(msgspec.Struct, tag_field="type", tag="abortRequested", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     operationKind: OperationKind
     phase: AbortPhase
@@ -174,7 +176,7 @@ class AbortRequested(msgspec.Struct, tag_field="type", tag="abortRequested", **_
     reason: Literal["escape"] = "escape"
 
 
-class OperationFinished(msgspec.Struct, tag_field="type", tag="operationFinished", **_closed):
+class OperationFinished(msgspec.Struct, tag_field="type", tag="operationFinished", forbid_unknown_fields=True, kw_only=True):
     operationId: str
     operationKind: OperationKind
     outcome: Outcome
@@ -183,9 +185,7 @@ class OperationFinished(msgspec.Struct, tag_field="type", tag="operationFinished
     error: ErrorInfo | UnsetType = UNSET
 
 
-Record = Union[
-    RunStarted, CompactionStarted, StepAttempt, StepFailed, ToolStarted, AbortRequested, OperationFinished
-]
+Record = RunStarted | CompactionStarted | StepAttempt | StepFailed | ToolStarted | AbortRequested | OperationFinished
 
 
 # -- facts ------------------------------------------------------------------
@@ -197,21 +197,21 @@ Record = Union[
 # of the same transaction (or records that reserved it) may need to name it.
 
 
-class EntryFact(msgspec.Struct, tag_field="kind", tag="entry", **_closed):
+class EntryFact(msgspec.Struct, tag_field="kind", tag="entry", forbid_unknown_fields=True, kw_only=True):
     seq: int = 0
     id: str
     timestamp: int = 0
     entry: Entry
 
 
-class RecordFact(msgspec.Struct, tag_field="kind", tag="record", **_closed):
+class RecordFact(msgspec.Struct, tag_field="kind", tag="record", forbid_unknown_fields=True, kw_only=True):
     seq: int = 0
     id: str
     timestamp: int = 0
     record: Record
 
 
-class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", **_closed):
+class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", forbid_unknown_fields=True, kw_only=True):
     seq: int = 0
     id: str
     timestamp: int = 0
@@ -221,16 +221,20 @@ class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", **_closed):
     usage: Usage
 
 
-class RawResponse(msgspec.Struct, **_closed):
+class RawResponse(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A provider response exactly as received: text body, or base64 when it is not UTF-8."""
 
     status: int
     contentType: str | None
     body: str | UnsetType = UNSET
     bodyBase64: str | UnsetType = UNSET
+    redactions: int | UnsetType = UNSET
+    """How many occurrences of a secret were replaced by a marker in the body before it was committed (>= 1)."""
+    incomplete: str | UnsetType = UNSET
+    """Why the body ended early (a stream cut off, a read timeout, an interrupt); the body holds what did arrive."""
 
 
-class RawFact(msgspec.Struct, tag_field="kind", tag="raw", **_closed):
+class RawFact(msgspec.Struct, tag_field="kind", tag="raw", forbid_unknown_fields=True, kw_only=True):
     seq: int = 0
     id: str
     timestamp: int = 0
@@ -239,14 +243,14 @@ class RawFact(msgspec.Struct, tag_field="kind", tag="raw", **_closed):
     raw: RawResponse
 
 
-class SealFact(msgspec.Struct, tag_field="kind", tag="seal", **_closed):
+class SealFact(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fields=True, kw_only=True):
     seq: int = 0
     id: str
     timestamp: int = 0
     chain: str
 
 
-Fact = Union[EntryFact, RecordFact, UsageFact, RawFact, SealFact]
+Fact = EntryFact | RecordFact | UsageFact | RawFact | SealFact
 
 _encoder = msgspec.json.Encoder()
 
@@ -278,21 +282,29 @@ def decode_fact(value: dict[str, Any]) -> Fact:
     present.  Only call this on journals the reducer accepted: it relies on
     their shape.
     """
-    kind = value["kind"]
-    if kind == "entry":
-        return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=_decode_entry(value["entry"]))
-    target = {"record": RecordFact, "usage": UsageFact, "raw": RawFact, "seal": SealFact}[kind]
-    return msgspec.convert(value, target)  # type: ignore[return-value]
+    match value:
+        case {"kind": "entry"}:
+            entry = _decode_entry(value["entry"])
+            return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=entry)
+        case {"kind": "record"}:
+            return msgspec.convert(value, RecordFact)
+        case {"kind": "usage"}:
+            return msgspec.convert(value, UsageFact)
+        case {"kind": "raw"}:
+            return msgspec.convert(value, RawFact)
+        case _:
+            return msgspec.convert(value, SealFact)
 
 
 def _decode_entry(entry: dict[str, Any]) -> Entry:
-    if entry["type"] == "compaction":
-        return msgspec.convert(entry, CompactionEntry)
-    role = entry["message"]["role"]
-    if role == "user":
-        return msgspec.convert(entry, UserEntry)
-    if role == "assistant":
-        return msgspec.convert(entry, AssistantEntry)
-    if "assistantEntryId" in entry or "toolIndex" in entry:
-        return msgspec.convert(entry, PreExecutionResultEntry)
-    return msgspec.convert(entry, StartedToolResultEntry)
+    match entry:
+        case {"type": "compaction"}:
+            return msgspec.convert(entry, CompactionEntry)
+        case {"message": {"role": "user"}}:
+            return msgspec.convert(entry, UserEntry)
+        case {"message": {"role": "assistant"}}:
+            return msgspec.convert(entry, AssistantEntry)
+        case {"assistantEntryId": _} | {"toolIndex": _}:
+            return msgspec.convert(entry, PreExecutionResultEntry)
+        case _:
+            return msgspec.convert(entry, StartedToolResultEntry)

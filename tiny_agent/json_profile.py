@@ -17,6 +17,7 @@ whatever the member order (see its docstring).
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any, Final, NoReturn
 
@@ -24,6 +25,8 @@ import msgspec
 
 LF: Final = 0x0A
 CR: Final = 0x0D
+MAX_SAFE_INTEGER: Final = 9007199254740991
+"""2^53 - 1: the largest integer every JSON reader holds exactly (session-v2 §3)."""
 SCRATCH_KEPT: Final = 1 << 20
 """A re-encoding buffer that grew beyond this (for one huge line) is let go rather than kept for the fold's life."""
 
@@ -119,22 +122,35 @@ def _refuse_float(text: str) -> NoReturn:
     raise ValueError("the fast path does not take floats")
 
 
-NOT_TEXT: Final = object()
-"""What :func:`decode_text` returns for a member that is not a valid JSON string (or null, where allowed)."""
+class NotText(enum.Enum):
+    """What the text decoders return for a member that is not a valid JSON string (or null, where allowed)."""
+
+    NOT_TEXT = "NOT_TEXT"
+
+
+NOT_TEXT: Final = NotText.NOT_TEXT
 
 _decode_text = msgspec.json.Decoder(str).decode
 _decode_text_or_null = msgspec.json.Decoder(str | None).decode
 
 
-def decode_text(raw: msgspec.Raw, *, nullable: bool = False) -> str | None | object:
-    """A ``Raw`` JSON string member as str (None for ``null`` if ``nullable``), else NOT_TEXT.
+def decode_text(raw: msgspec.Raw) -> str | NotText:
+    """A ``Raw`` JSON string member as str, else NOT_TEXT.
 
     Decoding the member on its own keeps CPython from caching a UTF-8 copy
     inside the str, which re-encoding a non-ASCII str does; transcript
     contents would carry that copy for the life of the state.
     """
     try:
-        return _decode_text_or_null(raw) if nullable else _decode_text(raw)
+        return _decode_text(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return NOT_TEXT
+
+
+def decode_text_or_null(raw: msgspec.Raw) -> str | None | NotText:
+    """Like :func:`decode_text`, and ``null`` as None."""
+    try:
+        return _decode_text_or_null(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return NOT_TEXT
 
@@ -149,11 +165,27 @@ def _decode_outside_msgspec(line: bytes, error: Exception) -> Any:
     """
     try:
         text = line.decode("utf-8")
-        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant, parse_int=_parse_int)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ProfileViolation(f"not valid JSON ({error})") from None
     _reject_lone_surrogates(value)
     return value
+
+
+def _parse_int(literal: str) -> int | msgspec.Raw:
+    """An integer literal as int; one too long for Python to convert, as its verbatim text.
+
+    CPython refuses to convert a decimal literal longer than its digit limit
+    (4,300 digits by default) because the conversion is quadratic.  Such a
+    literal is valid JSON, so it must not make the line MALFORMED_JSON: as a
+    ``Raw`` it fails every integer rule with that rule's own code (it is not
+    an ``int``), and where any JSON value is allowed (tool arguments) it is
+    kept and re-encoded byte for byte.  The process-wide limit is left alone.
+    """
+    try:
+        return int(literal)
+    except ValueError:
+        return msgspec.Raw(literal.encode("ascii"))
 
 
 def _reject_duplicate_keys(line: bytes) -> None:

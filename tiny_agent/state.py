@@ -11,7 +11,7 @@ with it; treat them as read-only.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -69,6 +69,8 @@ class LatestAttempt(msgspec.Struct):
     stopReason: StopReason | UnsetType = UNSET
     rawId: str | UnsetType = UNSET
     """v3: the ``raw`` fact holding the provider's response to this attempt, once it landed."""
+    rawStatus: int | UnsetType = UNSET
+    """v3: that response's HTTP status (set with ``rawId``): tells a retryable answer (429, 5xx) from a final one."""
 
 
 class ToolCallState(msgspec.Struct):
@@ -107,7 +109,7 @@ class CompactionOperation(msgspec.Struct, tag_field="kind", tag="compaction"):
     step: LatestAttempt | UnsetType = UNSET
 
 
-Operation = Union[IdleOperation, RunOperation, CompactionOperation]
+Operation = IdleOperation | RunOperation | CompactionOperation
 
 IDLE: IdleOperation = IdleOperation()
 
@@ -157,6 +159,37 @@ class SessionState(msgspec.Struct):
             "transcript": msgspec.to_builtins(self.transcript),
             "activeContext": msgspec.to_builtins(self.activeContext),
             "usage": msgspec.to_builtins(self.usage),
-            "operation": msgspec.to_builtins(self.operation),
+            # Tool arguments may hold an integer too long for Python to convert, kept as its verbatim Raw text.
+            "operation": msgspec.to_builtins(self.operation, builtin_types=(msgspec.Raw,)),
             "repairedLength": self.repairedLength,
         }
+
+    def to_json_bytes(self) -> bytes:
+        """The conformance shape encoded as JSON, straight from the state (no builtins in between).
+
+        Byte for byte ``msgspec.json.encode(self.to_json())``: the shape's
+        members in the same order, each encoded from the same objects.
+        """
+        shape = _ConformanceShape(
+            header=self.header,
+            transcript=self.transcript,
+            activeContext=self.activeContext,
+            usage=self.usage,
+            operation=self.operation,
+            repairedLength=self.repairedLength,
+        )
+        return _encode(shape)
+
+
+class _ConformanceShape(msgspec.Struct, gc=False):
+    """Session-v2 §14, in the member order of :meth:`SessionState.to_json`."""
+
+    header: Header
+    transcript: list[Message]
+    activeContext: list[Message]
+    usage: Usage
+    operation: Operation
+    repairedLength: int
+
+
+_encode = msgspec.json.Encoder().encode

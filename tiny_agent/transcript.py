@@ -12,7 +12,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from typing import Final, Literal, Union
+from typing import Final, Literal, get_args
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -20,7 +20,7 @@ from msgspec import UNSET, UnsetType
 StopReason = Literal["stop", "toolUse", "length"]
 """Why an assistant step ended: a final answer, a request for tools, or the token limit."""
 
-STOP_REASONS: Final = frozenset(("stop", "toolUse", "length"))
+STOP_REASONS: Final[frozenset[str]] = frozenset(get_args(StopReason))
 
 
 class FunctionCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
@@ -62,10 +62,10 @@ class ToolMessage(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_f
     tool_call_id: str
 
 
-Message = Union[UserMessage, AssistantMessage, ToolMessage]
+Message = UserMessage | AssistantMessage | ToolMessage
 """A message a session journal may hold."""
 
-ChatMessage = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage]
+ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 """A message a Chat Completions request may carry."""
 
 
@@ -99,7 +99,11 @@ class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
         return self.cacheRead / total
 
 
-SyntheticReason = Literal["invalidArguments", "unknownTool", "truncated", "aborted", "interrupted"]
+PreExecutionReason = Literal["invalidArguments", "unknownTool", "truncated", "aborted"]
+"""Why a call was answered without being executed (a pre-execution result, session-v2 §8.3)."""
+
+SyntheticReason = Literal[PreExecutionReason, "interrupted"]
+"""Every reason a tool result may be synthetic: ``interrupted`` only on a started call's result."""
 
 SYNTHETIC_TEXTS: Final[dict[str, str]] = {
     "invalidArguments": "Error: Tool arguments were invalid; the tool was not executed.",
@@ -113,7 +117,7 @@ SYNTHETIC_TEXTS: Final[dict[str, str]] = {
 Byte-exact and never localized: the reducer compares them verbatim.
 """
 
-PRE_EXECUTION_REASONS: Final = frozenset(("invalidArguments", "unknownTool", "truncated", "aborted"))
+PRE_EXECUTION_REASONS: Final[frozenset[str]] = frozenset(get_args(PreExecutionReason))
 
 COMPACTED_HISTORY_PREFIX: Final = "[Compacted history]\n"
 

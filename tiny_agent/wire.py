@@ -29,6 +29,12 @@ non-empty strings) are stated here as ``Literal`` and ``Meta`` types, which
 msgspec checks in C while decoding; a value outside them sends the line to
 the reference path.
 
+Attribute names are snake_case; ``rename="camel"`` gives the journal's
+camelCase member names (measured: no cost to decoding).  The message shapes
+keep their Chat Completions names (``tool_calls``), which are snake_case on
+the wire already, so they are not renamed.  tests/test_schema.py pins these
+shapes to :mod:`tiny_agent.facts` and to the fold's key sets.
+
 Message contents are ``msgspec.Raw``: the fold decodes each one with
 :func:`tiny_agent.json_profile.decode_text`, which validates it and keeps CPython
 from caching a second, UTF-8 copy of the text inside the str.
@@ -38,176 +44,237 @@ Pure declarations.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
+from tiny_agent.json_profile import MAX_SAFE_INTEGER
 from tiny_agent.state import ConfigurationSnapshot
 from tiny_agent.transcript import ToolCall
 
-_shape = {"forbid_unknown_fields": True, "omit_defaults": True, "gc": False}
+__all__ = ["MAX_SAFE_INTEGER"]  # re-exported: older imports take it from here
 
-MAX_SAFE_INTEGER: Final = 9007199254740991
-"""2^53 - 1: the largest integer every JSON reader holds exactly (session-v2 §3)."""
 SafeInt = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
 """A safe non-negative integer (session-v2 §3)."""
 Seq = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]
+Count = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]
+"""A safe integer >= 1."""
 Text = Annotated[str, Meta(min_length=1)]
 """A non-empty string (§3)."""
+
+# Every shape is closed (forbid_unknown_fields), omits its defaults when
+# re-encoded (the length proof needs that) and is untracked by the cyclic GC
+# (gc=False: they hold no cycles, and a replay builds millions of them).
 
 
 # -- messages (session-v2 §7) --------------------------------------------------
 
 
-class UserWire(msgspec.Struct, tag_field="role", tag="user", **_shape):
+class UserWire(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     content: Raw
 
 
-class AssistantWire(msgspec.Struct, tag_field="role", tag="assistant", **_shape):
+class AssistantWire(
+    msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
     content: Raw
     """A string or null: decoded with ``decode_text(..., nullable=True)``."""
-    tool_calls: Union[list[ToolCall], UnsetType] = UNSET
+    tool_calls: list[ToolCall] | UnsetType = UNSET
 
 
-class ToolWire(msgspec.Struct, tag_field="role", tag="tool", **_shape):
+class ToolWire(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     content: Raw
     tool_call_id: str
 
 
-MessageWire = Union[UserWire, AssistantWire, ToolWire]
+MessageWire = UserWire | AssistantWire | ToolWire
 
 
 # -- entries (§8) ------------------------------------------------------------
 
 
-class ResultWire(msgspec.Struct, **_shape):
+class ResultWire(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """A started call's result (synthetic results take the reference path)."""
 
     type: Literal["success", "error"]
 
 
-class MessageEntry(msgspec.Struct, **_shape):
+class MessageEntry(msgspec.Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """Every message entry shape in one: the fold checks which members the role allows."""
 
     type: Literal["message"]
     message: MessageWire
-    stepId: Union[str, UnsetType] = UNSET
-    attemptId: Union[str, UnsetType] = UNSET
-    stopReason: Union[Literal["stop", "toolUse", "length"], UnsetType] = UNSET
-    toolName: Union[str, UnsetType] = UNSET
-    toolStartedId: Union[str, UnsetType] = UNSET
-    result: Union[ResultWire, UnsetType] = UNSET
+    step_id: str | UnsetType = UNSET
+    attempt_id: str | UnsetType = UNSET
+    stop_reason: Literal["stop", "toolUse", "length"] | UnsetType = UNSET
+    tool_name: str | UnsetType = UNSET
+    tool_started_id: str | UnsetType = UNSET
+    result: ResultWire | UnsetType = UNSET
 
 
 # -- records (§9) ------------------------------------------------------------
 
 
-class RunStartedWire(msgspec.Struct, tag_field="type", tag="runStarted", **_shape):
-    operationId: str
-    operationKind: Literal["run"]
-    inputEntryId: str
+class RunStartedWire(
+    msgspec.Struct,
+    tag_field="type",
+    tag="runStarted",
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    operation_id: str
+    operation_kind: Literal["run"]
+    input_entry_id: str
 
 
-class StepAttemptWire(msgspec.Struct, tag_field="type", tag="stepAttempt", **_shape):
+class StepAttemptWire(
+    msgspec.Struct,
+    tag_field="type",
+    tag="stepAttempt",
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
     """A run's first attempt at a step (retries and compaction steps take the reference path)."""
 
-    operationId: str
-    stepId: str
-    attemptId: str
-    stepKind: Literal["assistant"]
+    operation_id: str
+    step_id: str
+    attempt_id: str
+    step_kind: Literal["assistant"]
     attempt: Literal[1]
-    contextThroughEntryId: str
-    configurationSnapshot: ConfigurationSnapshot
-    configurationDigest: str
+    context_through_entry_id: str
+    configuration_snapshot: ConfigurationSnapshot
+    configuration_digest: str
 
 
-class ToolStartedWire(msgspec.Struct, tag_field="type", tag="toolStarted", **_shape):
-    operationId: str
-    stepId: str
-    assistantEntryId: str
-    toolIndex: SafeInt
-    toolCallId: str
-    toolName: str
+class ToolStartedWire(
+    msgspec.Struct,
+    tag_field="type",
+    tag="toolStarted",
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    operation_id: str
+    step_id: str
+    assistant_entry_id: str
+    tool_index: SafeInt
+    tool_call_id: str
+    tool_name: str
     arguments: dict[str, Any]
     replay: Literal["safe", "never"]
-    replayKey: Text
-    environmentIdentity: Text
-    resultEntryId: str
+    replay_key: Text
+    environment_identity: Text
+    result_entry_id: str
 
 
-class OperationFinishedWire(msgspec.Struct, tag_field="type", tag="operationFinished", **_shape):
+class OperationFinishedWire(
+    msgspec.Struct,
+    tag_field="type",
+    tag="operationFinished",
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
     """A run completed (other outcomes and compactions take the reference path)."""
 
-    operationId: str
-    operationKind: Literal["run"]
+    operation_id: str
+    operation_kind: Literal["run"]
     outcome: Literal["completed"]
     completion: Literal["normal", "truncated"]
-    finalEntryId: str
+    final_entry_id: str
 
 
-RecordWire = Union[RunStartedWire, StepAttemptWire, ToolStartedWire, OperationFinishedWire]
+RecordWire = RunStartedWire | StepAttemptWire | ToolStartedWire | OperationFinishedWire
 
 
-# -- facts (§5, §10, v3 seal) -------------------------------------------------
+# -- facts (§5, §10, v3 raw and seal) -------------------------------------------
 
 
-class EntryFactWire(msgspec.Struct, tag_field="kind", tag="entry", **_shape):
+class EntryFactWire(
+    msgspec.Struct, tag_field="kind", tag="entry", forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
     seq: Seq
     id: str
     timestamp: SafeInt
     entry: MessageEntry
 
 
-class RecordFactWire(msgspec.Struct, tag_field="kind", tag="record", **_shape):
+class RecordFactWire(
+    msgspec.Struct, tag_field="kind", tag="record", forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
     seq: Seq
     id: str
     timestamp: SafeInt
     record: RecordWire
 
 
-class UsageWire(msgspec.Struct, **_shape):
+class UsageWire(msgspec.Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     input: SafeInt
     output: SafeInt
-    cacheRead: SafeInt
-    cacheWrite: SafeInt
+    cache_read: SafeInt
+    cache_write: SafeInt
 
 
-class UsageFactWire(msgspec.Struct, tag_field="kind", tag="usage", **_shape):
+class UsageFactWire(
+    msgspec.Struct,
+    tag_field="kind",
+    tag="usage",
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
     seq: Seq
     id: str
     timestamp: SafeInt
-    operationId: str
+    operation_id: str
     usage: UsageWire
-    attemptId: Union[str, UnsetType] = UNSET
-    toolStartedId: Union[str, UnsetType] = UNSET
+    attempt_id: str | UnsetType = UNSET
+    tool_started_id: str | UnsetType = UNSET
 
 
-class RawResponseWire(msgspec.Struct, **_shape):
+class RawResponseWire(msgspec.Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """A text response body (a ``bodyBase64`` one takes the reference path)."""
 
     status: SafeInt
-    contentType: Union[str, None]
+    content_type: str | None
     body: str
+    redactions: Count | UnsetType = UNSET
+    incomplete: Text | UnsetType = UNSET
 
 
-class RawFactWire(msgspec.Struct, tag_field="kind", tag="raw", **_shape):
+class RawFactWire(
+    msgspec.Struct,
+    tag_field="kind",
+    tag="raw",
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
     seq: Seq
     id: str
     timestamp: SafeInt
-    operationId: str
-    attemptId: str
+    operation_id: str
+    attempt_id: str
     raw: RawResponseWire
 
 
-class SealFactWire(msgspec.Struct, tag_field="kind", tag="seal", **_shape):
+class SealFactWire(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     seq: Seq
     id: str
     timestamp: SafeInt
     chain: str
 
 
-FactWire = Union[EntryFactWire, RecordFactWire, UsageFactWire, RawFactWire, SealFactWire]
+FactWire = EntryFactWire | RecordFactWire | UsageFactWire | RawFactWire | SealFactWire
 
-LineWire = Union[list[FactWire], FactWire]
+LineWire: Final = list[FactWire] | FactWire
 """A transaction line: one fact, or an array of facts."""

@@ -1,0 +1,246 @@
+"""The journal contract as data: member sets, enumerations, and one-rule checks.
+
+Pure.  Every closed object of session-v2 (and v3) has its member set here,
+derived from the Struct that writes it (:mod:`tiny_agent.facts`,
+:mod:`tiny_agent.transcript`, :mod:`tiny_agent.state`), so the writer and the
+reader cannot drift apart: adding a member to a fact Struct admits it here.
+The enumerations come from the ``Literal`` types the same way.
+tests/test_schema.py pins all of it to the spec's own lists and to the fast
+path's wire shapes (:mod:`tiny_agent.wire`).
+
+The checks raise :class:`Fault` with the code the contract gives for the
+rule and a one-line reason; the fold adds the line and seq.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, NoReturn, TypeGuard, get_args
+
+import msgspec
+
+from tiny_agent import facts
+from tiny_agent.errors import ErrorCode
+from tiny_agent.json_profile import MAX_SAFE_INTEGER
+from tiny_agent.state import ConfigurationSnapshot, ReplayPolicy, StepKind, ToolDigest
+from tiny_agent.transcript import (
+    AssistantMessage,
+    FunctionCall,
+    PreExecutionReason,
+    StopReason,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+
+def member_names(struct: type[msgspec.Struct]) -> frozenset[str]:
+    """The JSON member names a Struct encodes: its fields' encoded names, and its tag member if it has one."""
+    names = {field.encode_name for field in msgspec.structs.fields(struct)}
+    tag_field = struct.__struct_config__.tag_field
+    if tag_field is not None:
+        names.add(tag_field)
+    return frozenset(names)
+
+
+# -- closed objects (session-v2 §4, §7-§10, §13.1; v3) ------------------------------
+
+HEADER_KEYS: Final = member_names(facts.HeaderLine)
+
+ENTRY_FACT_KEYS: Final = member_names(facts.EntryFact)
+RECORD_FACT_KEYS: Final = member_names(facts.RecordFact)
+USAGE_FACT_KEYS: Final = member_names(facts.UsageFact)
+RAW_FACT_KEYS: Final = member_names(facts.RawFact)
+SEAL_FACT_KEYS: Final = member_names(facts.SealFact)
+
+USER_MESSAGE_KEYS: Final = member_names(UserMessage)
+ASSISTANT_MESSAGE_KEYS: Final = member_names(AssistantMessage)
+TOOL_MESSAGE_KEYS: Final = member_names(ToolMessage)
+TOOL_CALL_KEYS: Final = member_names(ToolCall)
+FUNCTION_KEYS: Final = member_names(FunctionCall)
+
+USER_ENTRY_KEYS: Final = member_names(facts.UserEntry)
+ASSISTANT_ENTRY_KEYS: Final = member_names(facts.AssistantEntry)
+STARTED_RESULT_KEYS: Final = member_names(facts.StartedToolResultEntry)
+PRE_EXECUTION_RESULT_KEYS: Final = member_names(facts.PreExecutionResultEntry)
+RESULT_KEYS: Final = member_names(facts.ToolResult)
+COMPACTION_ENTRY_KEYS: Final = member_names(facts.CompactionEntry)
+RETAINED_KEYS: Final = member_names(facts.RetainedMessage)
+
+RUN_STARTED_KEYS: Final = member_names(facts.RunStarted)
+COMPACTION_STARTED_KEYS: Final = member_names(facts.CompactionStarted)
+STEP_ATTEMPT_KEYS: Final = member_names(facts.StepAttempt)
+STEP_FAILED_KEYS: Final = member_names(facts.StepFailed)
+TOOL_STARTED_KEYS: Final = member_names(facts.ToolStarted)
+ABORT_REQUESTED_KEYS: Final = member_names(facts.AbortRequested)
+OPERATION_FINISHED_KEYS: Final = member_names(facts.OperationFinished)
+
+ERROR_KEYS: Final = member_names(facts.ErrorInfo)
+USAGE_KEYS: Final = member_names(Usage)
+SNAPSHOT_KEYS: Final = member_names(ConfigurationSnapshot)
+TOOL_DIGEST_KEYS: Final = member_names(ToolDigest)
+RAW_KEYS: Final = member_names(facts.RawResponse)
+
+USAGE_COUNTERS: Final[tuple[str, ...]] = tuple(field.encode_name for field in msgspec.structs.fields(Usage))
+"""The counters in the order the contract checks them (§10): the order of :class:`Usage`'s fields."""
+
+# -- enumerations, from their Literal types --------------------------------------
+
+STOP_REASON_WORDS: Final[tuple[str, ...]] = get_args(StopReason)
+STOP_REASONS: Final = frozenset(STOP_REASON_WORDS)
+PRE_EXECUTION_REASON_WORDS: Final[tuple[str, ...]] = get_args(PreExecutionReason)
+PRE_EXECUTION_REASONS: Final = frozenset(PRE_EXECUTION_REASON_WORDS)
+RESULT_TYPE_WORDS: Final[tuple[str, ...]] = get_args(facts.ToolResultType)
+STEP_KIND_WORDS: Final[tuple[str, ...]] = get_args(StepKind)
+REPLAY_WORDS: Final[tuple[str, ...]] = get_args(ReplayPolicy)
+OUTCOME_WORDS: Final[tuple[str, ...]] = get_args(facts.Outcome)
+COMPLETION_WORDS: Final[tuple[str, ...]] = get_args(facts.Completion)
+ABORT_PHASE_WORDS: Final[tuple[str, ...]] = get_args(facts.AbortPhase)
+
+
+def is_word(value: object, words: tuple[str, ...]) -> TypeGuard[str]:
+    """``value`` is one of ``words`` (a str test first: a list or dict value must not reach a hash)."""
+    return type(value) is str and value in words
+
+
+def is_stop_reason(value: object) -> TypeGuard[StopReason]:
+    return type(value) is str and value in STOP_REASONS
+
+
+def is_step_kind(value: object) -> TypeGuard[StepKind]:
+    return type(value) is str and value in STEP_KIND_WORDS
+
+
+def is_replay_policy(value: object) -> TypeGuard[ReplayPolicy]:
+    return type(value) is str and value in REPLAY_WORDS
+
+
+def one_of(words: tuple[str, ...]) -> str:
+    """``a, b or c``: an enumeration in an error reason."""
+    return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+
+
+# -- codes and reservation flavours ---------------------------------------------
+
+INVALID_FACT: Final = "INVALID_FACT"
+INVALID_REFERENCE: Final = "INVALID_REFERENCE"
+INVALID_TRANSITION: Final = "INVALID_TRANSITION"
+INVALID_TRANSCRIPT: Final = "INVALID_TRANSCRIPT"
+DUPLICATE_ID: Final = "DUPLICATE_ID"
+
+# What introduced a reserved ID, and so which fact may later carry it (§6).
+IDENTITY: Final = "identity"
+TOOL_RESULT: Final = "tool-result"
+COMPACTION_RESULT: Final = "compaction-result"
+
+
+class Fault(Exception):
+    """A broken rule, before the fold knows the line (and whether a seq applies)."""
+
+    def __init__(self, code: ErrorCode, reason: str, *, with_seq: bool = True) -> None:
+        super().__init__(code, reason)
+        self.code: ErrorCode = code
+        self.reason = reason
+        self.with_seq = with_seq
+
+
+def fail(code: ErrorCode, reason: str) -> NoReturn:
+    raise Fault(code, reason)
+
+
+# -- value rules (§3) --------------------------------------------------------------
+
+uuid_match: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}").fullmatch
+"""A UUIDv7 in lowercase hex.  Hot paths call it inline: a Python call per field is a large share of a fact's cost."""
+digest_match: Final = re.compile(r"sha256:[0-9a-f]{64}").fullmatch
+
+# JavaScript's String.prototype.trim set; the contract leaves "whitespace" to
+# the implementation (session-v2 §18 D6) and we follow the TypeScript reference.
+JS_WHITESPACE: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def is_blank(text: str) -> bool:
+    """Empty or whitespace only, by the same rule as a ``normal`` completion's final answer."""
+    return not text.strip(JS_WHITESPACE)
+
+
+def is_uuid(value: object) -> TypeGuard[str]:
+    return type(value) is str and uuid_match(value) is not None
+
+
+def is_digest(value: object) -> TypeGuard[str]:
+    return type(value) is str and digest_match(value) is not None
+
+
+def is_safe_int(value: object, minimum: int = 0) -> TypeGuard[int]:
+    # bool is an int subclass; ``type(...) is int`` keeps true/false out.
+    return type(value) is int and minimum <= value <= MAX_SAFE_INTEGER
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """A non-empty string (session-v2 §3)."""
+    return type(value) is str and value != ""
+
+
+def show(value: object) -> str:
+    """A short rendering of a bad value for an error reason."""
+    if type(value) is msgspec.Raw:
+        # Only an integer literal too long for Python to convert is kept as Raw (json_profile).
+        return f"an integer literal of {len(value)} characters"
+    text = msgspec.json.encode(value).decode() if _encodable(value) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _encodable(value: object) -> bool:
+    return value is None or type(value) in (str, int, float, bool, list, dict)
+
+
+# -- the checks: each raises the rule's own code ------------------------------------
+
+
+def unknown_key(value: dict[str, Any], allowed: frozenset[str], what: str) -> NoReturn:
+    unknown = next(key for key in value if key not in allowed)
+    fail(INVALID_FACT, f'{what} has unknown key "{unknown}"')
+
+
+def not_uuid(value: object, what: str) -> NoReturn:
+    fail(INVALID_FACT, f"{what} is not a UUIDv7: {show(value)}")
+
+
+def not_text(value: object, what: str) -> NoReturn:
+    fail(INVALID_FACT, f"{what} is not a non-empty string: {show(value)}")
+
+
+def require_keys(value: dict[str, Any], allowed: frozenset[str], what: str) -> None:
+    if not value.keys() <= allowed:
+        unknown_key(value, allowed, what)
+
+
+def require_uuid(value: object, what: str) -> str:
+    if type(value) is not str or uuid_match(value) is None:
+        not_uuid(value, what)
+    return value
+
+
+def require_text(value: object, what: str) -> str:
+    if type(value) is not str or not value:
+        not_text(value, what)
+    return value
+
+
+def require_object(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        fail(INVALID_FACT, f"{what} is not an object")
+    return value
+
+
+def require_error(value: object, what: str) -> None:
+    """A closed ``{code, message}`` object of non-empty strings (stepFailed, a failed operation)."""
+    error = require_object(value, what)
+    require_keys(error, ERROR_KEYS, what)
+    if not is_text(error.get("code")) or not is_text(error.get("message")):
+        fail(INVALID_FACT, f"{what} needs non-empty string code and message")

@@ -1,0 +1,388 @@
+"""The fold's core: lines, the header, the fact envelope, the seal chain, and dispatch by kind.
+
+Pure.  A line is folded by the fast path for as many facts as it can vouch
+for and by the reference path from the first one it cannot (see
+:class:`tiny_agent.fold.Fold`).  This module holds what both paths share:
+framing (session-v2 §2), the header (§4), the envelope (§5), the ID
+namespace (§6) and the few state-building steps every concept uses
+(appending a message, starting an operation).  The kinds' own rules live in
+the sibling modules, one concept each, every reference rule next to its
+fast twin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from tiny_agent.errors import CorruptionError
+from tiny_agent.facts import FactKind
+from tiny_agent.fold.books import AttemptBook, Configuration, OperationBook
+from tiny_agent.fold.contract import (
+    DUPLICATE_ID,
+    HEADER_KEYS,
+    INVALID_FACT,
+    INVALID_REFERENCE,
+    INVALID_TRANSCRIPT,
+    INVALID_TRANSITION,
+    Fault,
+    fail,
+    is_safe_int,
+    is_text,
+    is_uuid,
+    not_uuid,
+    require_uuid,
+    show,
+    uuid_match,
+)
+from tiny_agent.fold.transcript_rules import role_rule
+from tiny_agent.fold.version import PROFILES, V2, VersionProfile
+from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation, ProvenLineDecoder
+from tiny_agent.state import IDLE, AppliedEntry, Header, SessionState, ToolCallState
+from tiny_agent.transcript import Message, Usage
+from tiny_agent.wire import EntryFactWire, FactWire, LineWire, SealFactWire
+
+ReferenceRule = Callable[[dict[str, Any], str], None]
+"""A kind's rules on an untrusted fact (a dict) with its validated ID; raises :class:`Fault`."""
+FastRule = Callable[[Any, str], bool]
+"""A kind's fast twin on a typed fact: True once it checked and applied it, False (untouched) otherwise."""
+
+
+class KindRules:
+    """One fact kind as the fold sees it: the reference rule, the wire type, and the fast twin."""
+
+    __slots__ = ("reference", "wire", "fast")
+
+    def __init__(self, reference: ReferenceRule, wire: type, fast: FastRule) -> None:
+        self.reference = reference
+        self.wire = wire
+        self.fast = fast
+
+
+class FoldCore:
+    """Lines in, state out; the rules of each kind come from the concept mixins.
+
+    ``state`` exists once the header is applied.
+    """
+
+    state: SessionState
+
+    def __init__(self, *, fast_path: bool = True) -> None:
+        self.lines = 0
+        self.committed_length = 0
+        self.version = 0
+        self.profile: VersionProfile = V2
+        """Replaced by the header's profile (:mod:`tiny_agent.fold.version`)."""
+        self.message_ids: list[str] = []
+        """IDs of the message entries, in order (``transcript[i]`` is entry ``message_ids[i]``)."""
+        self._spent = False
+        self._sealed = False
+        """The profile's ``sealed``, kept flat: every line asks."""
+        self._next_seq = 1
+        self._seq: int | None = None
+        """The seq of the fact being folded, once it is known (errors carry it)."""
+        self._fact_ids: set[str] = set()
+        self._reserved: dict[str, str] = {}
+        self._entry_order: list[str] = []
+        self._outstanding: set[str] = set()
+        """Tool call IDs the transcript has not answered yet (the role rule, §12)."""
+        self._transcript_breach: str | None = None
+        self._operations: dict[str, OperationBook] = {}
+        self._current: OperationBook | None = None
+        self._attempts: dict[str | None, AttemptBook] = {}
+        """By attempt ID.  Only str keys are stored; the key type admits an entry's optional ``attemptId`` in lookups."""
+        self._step_attempts: dict[str, list[AttemptBook]] = {}
+        self._tool_started: dict[str, ToolCallState] = {}
+        self._used_pairs: set[tuple[str, int]] = set()
+        self._configurations: dict[str, Configuration] = {}
+        self._usage = [0, 0, 0, 0]
+        self._chain = b""
+        self._facts_in_line = 0
+        self._fact_index = 0
+        self._line_decoder = LineDecoder()
+        self._proven = ProvenLineDecoder(LineWire) if fast_path else None
+        self._kinds: dict[str, ReferenceRule] = {}
+        self._fast_kinds: dict[type, FastRule] = {}
+
+    def _kind_rules(self) -> dict[FactKind, KindRules]:
+        """Every fact kind's rules; the header's profile picks the kinds that exist."""
+        raise NotImplementedError
+
+    # -- lines --------------------------------------------------------------
+
+    @property
+    def chain(self) -> str:
+        """v3: the seal value the next line must carry (the chain through the last committed line)."""
+        return "sha256:" + self._chain.hex()
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    def apply_header(self, line: bytes) -> None:
+        if self._spent or self.lines:
+            self._guard(header=True)
+        self.lines = 1
+        try:
+            self._header(self._decode(line))
+        except Fault as fault:
+            self._spend(fault, None)
+        if self._sealed:
+            self._chain = hashlib.sha256(line + b"\n").digest()
+        self.committed_length = len(line) + 1
+        self.state.repairedLength = self.committed_length
+
+    def apply_line(self, line: bytes) -> None:
+        """Apply one committed transaction line (without its LF), all or nothing."""
+        if self._spent or not self.lines:
+            self._guard(header=False)
+        self.lines += 1
+        self._seq = None
+        self._transcript_breach = None
+        try:
+            self._fold_line(line)
+        except Fault as fault:
+            self._spend(fault, self._seq if fault.with_seq else None)
+        if self._sealed:
+            digest = hashlib.sha256(self._chain)
+            digest.update(line)
+            digest.update(b"\n")
+            self._chain = digest.digest()
+        self.committed_length += len(line) + 1
+        state = self.state
+        state.repairedLength = self.committed_length
+        state.factCount = self._next_seq - 1
+
+    def _guard(self, *, header: bool) -> NoReturn:
+        if self._spent:
+            raise RuntimeError("this fold already failed; start a new one")
+        if header:
+            raise RuntimeError("the header is already applied")
+        raise RuntimeError("the header must be applied first")
+
+    def _spend(self, fault: Fault, seq: int | None) -> NoReturn:
+        self._spent = True
+        raise CorruptionError(fault.code, self.lines, seq, fault.reason) from None
+
+    def _decode(self, line: bytes) -> Any:
+        if not line:
+            raise Fault("BLANK_LINE", "blank line", with_seq=False)
+        if line[-1] == 0x0D:
+            raise Fault("CRLF_NOT_ALLOWED", "line ends with CR (CRLF line endings are not allowed)", with_seq=False)
+        try:
+            return self._line_decoder.decode(line)
+        except ProfileViolation as violation:
+            raise Fault("MALFORMED_JSON", str(violation), with_seq=False) from None
+
+    # -- the header (§4) ------------------------------------------------------
+
+    def _header(self, value: Any) -> None:
+        def bad(reason: str) -> NoReturn:
+            raise Fault("INVALID_HEADER", reason, with_seq=False)
+
+        if type(value) is not dict:
+            bad("header is not a JSON object")
+        if not value.keys() <= HEADER_KEYS:
+            unknown = next(key for key in value if key not in HEADER_KEYS)
+            bad(f'header has unknown key "{unknown}"')
+        if value.get("kind") != "header":
+            bad('header kind is not "header"')
+        version = value.get("version")
+        profile = PROFILES.get(version) if type(version) is int else None
+        if profile is None:
+            expected = " or ".join(str(number) for number in PROFILES)
+            raise Fault(
+                "UNSUPPORTED_VERSION", f"header version {show(version)} is not supported (expected {expected})", with_seq=False
+            )
+        if not is_uuid(value.get("id")):
+            bad(f"header id is not a UUIDv7: {show(value.get('id'))}")
+        if not is_safe_int(value.get("createdAt")):
+            bad("header createdAt is not a safe non-negative integer")
+        for name in ("cwd", "provider", "model", "environmentIdentity"):
+            if not is_text(value.get(name)):
+                bad(f"header {name} is not a non-empty string")
+        self._adopt(profile)
+        self.state = SessionState(
+            header=Header(
+                id=value["id"],
+                createdAt=value["createdAt"],
+                cwd=value["cwd"],
+                provider=value["provider"],
+                model=value["model"],
+                environmentIdentity=value["environmentIdentity"],
+            ),
+            version=profile.version,
+            transcript=[],
+            activeContext=[],
+            usage=Usage(),
+            operation=IDLE,
+            repairedLength=0,
+        )
+
+    def _adopt(self, profile: VersionProfile) -> None:
+        """Fold by the rules of the header's version: only its fact kinds exist, on both paths."""
+        self.profile = profile
+        self.version = profile.version
+        self._sealed = profile.sealed
+        rules = self._kind_rules()
+        self._kinds = {kind: rules[kind].reference for kind in profile.fact_kinds}
+        self._fast_kinds = {rules[kind].wire: rules[kind].fast for kind in profile.fact_kinds}
+
+    # -- transactions (§5) ------------------------------------------------------
+
+    def _fold_line(self, line: bytes) -> None:
+        """The fast path for as many facts as it can vouch for, the reference path for the rest."""
+        vouched = 0
+        proven = self._proven
+        value = proven.decode(line) if proven is not None else None
+        if value is not None:
+            facts = value if type(value) is list else [value]
+            self._facts_in_line = len(facts)
+            fast_fact = self._fast_fact
+            for fact in facts:
+                self._fact_index = vouched
+                if not fast_fact(fact):
+                    break
+                vouched += 1
+            if facts and vouched == len(facts):
+                self._end_transaction(type(facts[-1]) is SealFactWire)
+                return
+        self._transaction(self._decode(line), vouched)
+
+    def _transaction(self, value: Any, start: int = 0) -> None:
+        """The reference path: every rule in the contract's order, from fact ``start`` on.
+
+        ``start`` > 0 when the fast path applied the line's first facts (each
+        of which the reference path would have applied the same way).
+        """
+        if type(value) is list:
+            if not value:
+                raise Fault("EMPTY_TRANSACTION", "empty transaction array", with_seq=False)
+            self._facts_in_line = len(value)
+            for index in range(start, len(value)):
+                self._fact_index = index
+                self._fact(value[index])
+            last = value[-1]
+        else:
+            self._facts_in_line = 1
+            self._fact_index = 0
+            self._fact(value)
+            last = value
+        self._end_transaction(last["kind"] == "seal")
+
+    def _end_transaction(self, ends_with_seal: bool) -> None:
+        """The rules of a whole line, once each of its facts is applied."""
+        if self._sealed:
+            if not ends_with_seal:
+                fail(INVALID_FACT, f"a v{self.version} transaction must end with a seal fact")
+            self.state.sealed = self._facts_in_line == 1
+        if self._transcript_breach is not None:
+            fail(INVALID_TRANSCRIPT, self._transcript_breach)
+
+    def _fact(self, fact: Any) -> None:
+        """The reference envelope (session-v2 §5), then the kind's own rules."""
+        if type(fact) is not dict:
+            raise Fault(INVALID_FACT, "fact is not a JSON object", with_seq=False)
+        seq = fact.get("seq")
+        if type(seq) is not int or seq != self._next_seq:
+            self._bad_seq(seq)
+        self._seq = seq
+        fact_id = fact.get("id")
+        if type(fact_id) is not str or uuid_match(fact_id) is None:
+            not_uuid(fact_id, "fact id")
+        timestamp = fact.get("timestamp")
+        if type(timestamp) is not int or not 0 <= timestamp <= MAX_SAFE_INTEGER:
+            fail(INVALID_FACT, f"fact timestamp is not a safe non-negative integer: {show(timestamp)}")
+        if fact_id in self._fact_ids:
+            fail(DUPLICATE_ID, f"fact id {fact_id} is already used by an earlier fact")
+        kind = fact.get("kind")
+        rule = self._kinds.get(kind) if type(kind) is str else None
+        if rule is None:
+            fail(INVALID_FACT, f"unknown fact kind {show(kind)}")
+        rule(fact, fact_id)
+        if fact_id in self._reserved:
+            fail(DUPLICATE_ID, f"fact id {fact_id} is reserved by a record")
+        self._commit_fact(fact_id, seq)
+
+    def _fast_fact(self, fact: FactWire) -> bool:
+        """The envelope's fast twin; then the kind's (never raises: False leaves the fact untouched)."""
+        seq = fact.seq
+        fact_id = fact.id
+        if seq != self._next_seq or uuid_match(fact_id) is None or fact_id in self._fact_ids:
+            return False
+        kind = type(fact)
+        # The envelope's last rule (no fact takes an ID a record reserved) holds
+        # after the kind's rules; only entries carry, and release, a reservation.
+        if kind is not EntryFactWire and fact_id in self._reserved:
+            return False
+        rule = self._fast_kinds.get(kind)
+        if rule is None or not rule(fact, fact_id):
+            return False
+        self._seq = seq
+        self._commit_fact(fact_id, seq)
+        return True
+
+    def _commit_fact(self, fact_id: str, seq: int) -> None:
+        self._fact_ids.add(fact_id)
+        self._next_seq = seq + 1
+
+    def _bad_seq(self, seq: object) -> NoReturn:
+        if type(seq) is not int or not is_safe_int(seq, 1):
+            raise Fault(INVALID_FACT, f"fact seq is not a safe integer >= 1: {show(seq)}", with_seq=False)
+        self._seq = seq
+        raise Fault("SEQ_MISMATCH", f"expected seq {self._next_seq}, found {seq}")
+
+    # -- the ID namespace (§6) ----------------------------------------------------
+
+    def _reserve(self, value: object, flavour: str, what: str) -> str:
+        if type(value) is not str or uuid_match(value) is None:
+            not_uuid(value, what)
+        if value in self._fact_ids or value in self._reserved:
+            fail(DUPLICATE_ID, f"{what} {value} is already in use")
+        self._reserved[value] = flavour
+        return value
+
+    def _reservable(self, value: str, fact_id: str) -> bool:
+        """The fast twin of :meth:`_reserve`'s checks, and the envelope's: the reserved ID is not the fact's own."""
+        return (
+            value != fact_id
+            and uuid_match(value) is not None
+            and value not in self._fact_ids
+            and value not in self._reserved
+        )
+
+    # -- operations (§9.0) and messages (§8.1): what every concept builds on ----------
+
+    def _lookup_operation(self, value: object, what: str) -> OperationBook:
+        """§9.0: a known, unfinished operation (at most one is unfinished: the current one)."""
+        operation = self._operations.get(value) if type(value) is str else None
+        if operation is None:
+            require_uuid(value, what)
+            fail(INVALID_REFERENCE, f"{what} {value} names no operation")
+        if operation is not self._current:
+            fail(INVALID_TRANSITION, f"operation {value} is already finished")
+        return operation
+
+    def _begin(self, operation: OperationBook) -> None:
+        self._operations[operation.state.operationId] = operation
+        self._current = operation
+        self.state.operation = operation.state
+
+    def _append_message(self, record: AppliedEntry, message: Message) -> None:
+        """Apply a message entry that passed every rule; a role-rule breach fails the line at its end.
+
+        The one message object is shared by the transcript, the active
+        context and the entry index.
+        """
+        state = self.state
+        fact_id = record.id
+        state.entries[fact_id] = record
+        self._entry_order.append(fact_id)
+        self.message_ids.append(fact_id)
+        state.transcript.append(message)
+        state.activeContext.append(message)
+        state.contextBoundary = fact_id
+        breach = role_rule(self._outstanding, message)
+        if breach is not None and self._transcript_breach is None:
+            self._transcript_breach = breach

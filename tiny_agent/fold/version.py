@@ -1,0 +1,41 @@
+"""What a journal's header version changes in the fold, in one place.
+
+Pure.  v3 is v2 plus ``raw`` and ``seal`` facts, a seal at the end of every
+line, and transport retries beyond a step's second attempt (session-v3.md).
+The fold picks a profile when it reads the header and asks it instead of
+testing the version number, so each difference is named once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from tiny_agent.facts import FactKind
+
+
+class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    version: int
+    fact_kinds: frozenset[FactKind]
+    """The kinds a fact may have; any other kind is INVALID_FACT."""
+    sealed: bool
+    """Every line ends with a seal fact carrying the chain through the line before it (v3)."""
+    max_attempt: int
+    """The highest attempt number a step may reach; a higher one is INVALID_FACT."""
+
+
+V2: Final = VersionProfile(version=2, fact_kinds=frozenset(("entry", "record", "usage")), sealed=False, max_attempt=2)
+
+V3: Final = VersionProfile(
+    version=3,
+    fact_kinds=frozenset(("entry", "record", "usage", "raw", "seal")),
+    sealed=True,
+    # Transport retries (429, 5xx, a cut-off stream) may take a step well past
+    # v2's one retry; the bound keeps a runaway writer from growing a step forever.
+    max_attempt=16,
+)
+
+PROFILES: Final[dict[int, VersionProfile]] = {profile.version: profile for profile in (V2, V3)}
+
+SUPPORTED_VERSIONS: Final[tuple[int, ...]] = tuple(PROFILES)

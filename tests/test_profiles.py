@@ -15,6 +15,7 @@ from tiny_agent.profiles import (
     Endpoint,
     Requested,
     RoutingTarget,
+    api_named,
     choose_key,
     list_profiles,
     parse_routing_identity,
@@ -263,6 +264,7 @@ variables = st.sampled_from(
 def test_a_providers_own_key_reaches_only_its_own_https_hosts(profile, scheme, host, present):
     environ = {variable: key(variable) for variable in present}
     choice = choose_key(profile, f"{scheme}://{host}/v1", environ)
+    assert SECRET not in repr(choice)
     if choice.source is None:
         assert choice.value is None
         return
@@ -362,6 +364,30 @@ def test_identities_not_written_by_this_code_parse_to_none(identity):
 def test_a_bad_base_url_is_refused_without_echoing_it(url, problem):
     message = refused({"TINY_AGENT_API_KEY": key("t")}, base_url=url)
     assert message == f"CONFIG: the base URL from --base-url {problem}"
+
+
+def test_request_urls_keep_the_base_urls_query_after_the_path():
+    endpoint = select(
+        {"AZURE_OPENAI_API_KEY": key("z")},
+        provider="azure",
+        base_url="https://r.openai.azure.com/openai/deployments/gpt4o/?api-version=2024-10-21",
+    )
+    expected = "https://r.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21"
+    assert endpoint.url("/chat/completions") == expected
+    assert endpoint.url("chat/completions") == expected
+    assert select({}, provider="vllm").url("/chat/completions") == "http://127.0.0.1:8000/v1/chat/completions"
+
+
+def test_the_headers_are_a_fresh_copy_each_time():
+    endpoint = select({"ANTHROPIC_API_KEY": key("a")}, provider="anthropic")
+    endpoint.headers["anthropic-version"] = "tampered"
+    assert endpoint.headers == {"anthropic-version": "2023-06-01"}
+
+
+def test_api_named_accepts_the_three_apis_only():
+    assert [api_named(name) for name in ("chat", "anthropic", "responses")] == ["chat", "anthropic", "responses"]
+    with pytest.raises(ConfigError, match="--api must be one of chat, anthropic, responses, not 'messages'"):
+        api_named("messages")
 
 
 def test_an_endpoint_is_not_picklable():

@@ -207,6 +207,17 @@ BUILTIN_NAMES: Final[frozenset[str]] = frozenset(profile.name for profile in BUI
 CUSTOM: Final = "custom"
 
 
+APIS: Final[tuple[Api, ...]] = ("chat", "anthropic", "responses")
+
+
+def api_named(text: str, origin: str = "--api") -> Api:
+    """The API a flag names, or a ``ConfigError`` listing the three."""
+    for api in APIS:
+        if text == api:
+            return api
+    raise ConfigError(f"{origin} must be one of {', '.join(APIS)}, not {text!r}")
+
+
 def default_key_style(api: Api) -> KeyStyle:
     return "x-api-key" if api == "anthropic" else "bearer"
 
@@ -303,16 +314,28 @@ def _destination_matches(pattern: str, scheme: str, host: str) -> bool:
 # -- keys ------------------------------------------------------------------------------
 
 
-class _KeyChoice(msgspec.Struct, frozen=True):
-    """Which key goes to the endpoint: the value, its variable, or why there is none."""
+class KeyChoice:
+    """Which key goes to the endpoint: the value, its variable, or why there is none.
 
-    value: str | None = None
-    source: str | None = None
-    problem: str | None = None
-    """Set when the endpoint needs a key that may not, or cannot, be sent."""
+    A plain class, not a Struct: it holds a key, so it must not be encodable
+    and its repr must not show the value.
+    """
+
+    __slots__ = ("value", "source", "problem")
+
+    def __init__(self, value: str | None = None, source: str | None = None, problem: str | None = None) -> None:
+        self.value = value
+        self.source = source
+        self.problem = problem
+        """Set when the endpoint needs a key that may not, or cannot, be sent."""
+
+    def __repr__(self) -> str:
+        return f"KeyChoice(source={self.source!r}, problem={self.problem!r})"
+
+    __str__ = __repr__
 
 
-def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> _KeyChoice:
+def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> KeyChoice:
     """Apply the key rules to one (profile, base URL, environment); never reads anything else."""
     parts = urlsplit(base_url)
     scheme = parts.scheme.lower()
@@ -321,24 +344,24 @@ def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> _
     if explicit is not None:
         return explicit
     if is_loopback(host):
-        return _KeyChoice()
+        return KeyChoice()
     own = _environment_key(environ, profile.key_variable) if profile.key_variable else None
     if profile.key_variable and may_receive_key(profile, scheme, host):
         if own is None:
-            return _KeyChoice(problem=f"no API key for {host}: set {profile.key_variable} (or {EXPLICIT_KEY_ENV})")
+            return KeyChoice(problem=f"no API key for {host}: set {profile.key_variable} (or {EXPLICIT_KEY_ENV})")
         return own
     if own is not None and own.problem is None:
         where = ", ".join(profile.key_destinations)
-        return _KeyChoice(
+        return KeyChoice(
             problem=(
                 f"{profile.key_variable} is only ever sent to {where}, not to {scheme}://{host}: "
                 f"set {EXPLICIT_KEY_ENV} to send a key there"
             )
         )
-    return _KeyChoice(problem=f"no API key may be sent to {host}: set {EXPLICIT_KEY_ENV} (any value if the server needs none)")
+    return KeyChoice(problem=f"no API key may be sent to {host}: set {EXPLICIT_KEY_ENV} (any value if the server needs none)")
 
 
-def _environment_key(environ: Mapping[str, str], variable: str | None) -> _KeyChoice | None:
+def _environment_key(environ: Mapping[str, str], variable: str | None) -> KeyChoice | None:
     """The key in ``variable``, trimmed; None when unset or blank; a problem when no header can carry it."""
     if variable is None:
         return None
@@ -346,8 +369,8 @@ def _environment_key(environ: Mapping[str, str], variable: str | None) -> _KeyCh
     if not value:
         return None
     if not all(0x20 <= ord(character) < 0x7F for character in value):
-        return _KeyChoice(problem=f"{variable} holds a character an HTTP header cannot carry")
-    return _KeyChoice(value=value, source=variable)
+        return KeyChoice(problem=f"{variable} holds a character an HTTP header cannot carry")
+    return KeyChoice(value=value, source=variable)
 
 
 def key_is_set(environ: Mapping[str, str], variable: str | None) -> bool:

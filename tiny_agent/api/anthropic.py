@@ -165,8 +165,10 @@ def _blocks(message: Message) -> list[Block]:
         # calls that were never (knowingly) run do, so only those are marked.
         failed: Literal[True] | UnsetType = True if message.content in _ERROR_TEXTS else UNSET
         return [ToolResultBlock(tool_use_id=message.tool_call_id, content=message.content, is_error=failed)]
-    # The API refuses empty text blocks: a tool-call turn without words has none.
-    blocks: list[Block] = [TextBlock(message.content)] if message.content else []
+    # The API refuses text blocks that are empty or only whitespace; such text
+    # says nothing, so a turn of tool calls without words has no text block.
+    text = message.content or ""
+    blocks: list[Block] = [TextBlock(text)] if text.strip() else []
     blocks.extend(ToolUseBlock(call.id, call.function.name, tool_input(call.function.arguments)) for call in message.calls)
     return blocks
 

@@ -250,10 +250,13 @@ def kind(value: Any) -> str:
 
 
 def describe(value: Any) -> str:
+    """How a reason shows a value: strings and integers as themselves, anything else by its kind."""
     if value is MISSING:
         return "missing"
     if type(value) is str:
         return "an empty string" if not value else short(value)
+    if type(value) is int:
+        return short(value)
     return kind(value)
 
 

@@ -21,16 +21,17 @@ from typing import Any
 
 import msgspec
 import pytest
+from builders import RunWriter, new_writer, write_tool_session
+from conftest import conformance_dir, shared_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from builders import write_tool_session
-from conftest import conformance_dir, shared_dir
 from lines import dumps, join, reseal, split
 from test_fuzz import VALID, mutate
+
 from tiny_agent.errors import CorruptionError
+from tiny_agent.facts import RawFact, RawResponse
+from tiny_agent.fold import Fold, reduce_chunks
 from tiny_agent.json_profile import ProvenLineDecoder
-from tiny_agent.reducer import Fold, reduce_chunks
 from tiny_agent.wire import LineWire
 
 DIFFERENTIAL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,7 +71,39 @@ def _writer_journal(version: int) -> bytes:
         return path.read_bytes()
 
 
-JOURNALS = {**VALID, "generated-v2": _generated_journal(3), "writer-v2": _writer_journal(2)}
+def _retrying_journal() -> bytes:
+    """v3 transport retries: three attempts at one step, raw bodies with redactions and cut-off streams."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "retries.jsonl"
+        writer = new_writer(path)
+        run = RunWriter(writer)
+
+        def raw(status: int, **members: Any) -> None:
+            response = RawResponse(status=status, contentType="application/json", body='{"choices":[]}', **members)
+            writer.commit([RawFact(id="", operationId=run.operation_id, attemptId=run.attempt_id, raw=response)])
+
+        run.start("hi")
+        run.attempt()
+        raw(503, incomplete="stream cut off")
+        run.attempt(2)
+        raw(429, redactions=1)
+        run.attempt(3)
+        raw(200, redactions=2, incomplete="read timeout")
+        asked = run.call_tools([("read", '{"path":"README.md"}')])
+        run.run_tool(asked, 0, "contents")
+        run.attempt()
+        raw(200)
+        run.finish(run.answer("done"))
+        writer.close()
+        return path.read_bytes()
+
+
+JOURNALS = {
+    **VALID,
+    "generated-v2": _generated_journal(3),
+    "writer-v2": _writer_journal(2),
+    "writer-v3-retries": _retrying_journal(),
+}
 
 
 # -- the fast path is taken --------------------------------------------------------
@@ -266,7 +299,7 @@ def mutate_facts(data: bytes, rng: random.Random, edits: int) -> bytes:
             del transactions[index][rng.randrange(len(transactions[index]))]
     seq = 0
     out = [lines[0]]
-    for facts, array in zip(transactions, arrays):
+    for facts, array in zip(transactions, arrays, strict=True):
         for fact in facts:
             if isinstance(fact, dict) and isinstance(fact.get("seq"), int):
                 seq += 1
@@ -294,7 +327,7 @@ def _finish(lines: list[bytes]) -> bytes:
     return reseal(data) if json.loads(lines[0]).get("version") == 3 else data
 
 
-ORDINARY = ("generated-v2", "writer-v3")
+ORDINARY = ("generated-v2", "writer-v3", "writer-v3-retries")
 FIRST_LINES = 24
 """The exhaustive edits below cover a journal's first two runs (later runs repeat them)."""
 

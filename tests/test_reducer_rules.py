@@ -4,12 +4,14 @@ choices where the references diverge (§18), and the v3 raw and seal facts."""
 from __future__ import annotations
 
 import json
+import sys
 
+import msgspec
 import pytest
-
 from builders import RunWriter, new_writer, write_tool_session
 from lines import edit_line, join, reseal, split
 from spec_example import example_bytes
+
 from tiny_agent.errors import CorruptionError
 from tiny_agent.reducer import reduce_bytes
 
@@ -258,10 +260,71 @@ def test_raw_fact_rules(tmp_path):
 
 def test_raw_and_seal_are_unknown_kinds_in_v2():
     lines = split(V2)[:3]
-    seal = b'[{"kind":"seal","seq":4,"id":"0190f5e2-7c00-7a00-8a00-0000000000d0","timestamp":1,"chain":"sha256:' + b"0" * 64 + b'"}]'
+    seal = (
+        b'[{"kind":"seal","seq":4,"id":"0190f5e2-7c00-7a00-8a00-0000000000d0","timestamp":1,"chain":"sha256:'
+        + b"0" * 64
+        + b'"}]'
+    )
     assert error_of(join(lines + [seal])) == ("INVALID_FACT", 4, 4)
 
 
 def test_v3_header_accepted_and_v4_refused(sealed):
     lines = split(sealed)
     assert error_of(join([lines[0].replace(b'"version":3', b'"version":4')])) == ("UNSUPPORTED_VERSION", 1, None)
+
+
+# -- integers past Python's digit limit (hardening D11) ---------------------------
+
+HUGE = b"1" * 5000
+"""5,000 digits: past CPython's 4,300-digit limit on converting a decimal literal to int."""
+
+
+def test_a_huge_seq_is_not_an_integer_not_malformed_json():
+    lines = split(V2)
+    bad = lines[2].replace(b'"seq":3', b'"seq":' + HUGE)
+    assert error_of(join(lines[:2] + [bad])) == ("INVALID_FACT", 3, None)
+
+
+@pytest.mark.parametrize("member", [b'"input":0', b'"cacheWrite":0'])
+def test_a_huge_usage_counter_is_an_invalid_fact(member):
+    lines = split(V2)
+    bad = lines[5].replace(member, member[:-1] + HUGE, 1)
+    assert bad != lines[5]
+    assert error_of(join(lines[:5] + [bad])) == ("INVALID_FACT", 6, 7)
+
+
+def test_a_huge_tool_index_is_an_invalid_fact():
+    lines = split(V2)
+    bad = lines[4].replace(b'"toolIndex":0', b'"toolIndex":' + HUGE)
+    assert error_of(join(lines[:4] + [bad])) == ("INVALID_FACT", 5, 5)
+
+
+@pytest.mark.parametrize("spelling", [HUGE, b"-" + HUGE])
+def test_a_huge_timestamp_or_created_at_fails_its_own_rule(spelling):
+    lines = split(V2)
+    assert error_of(join([lines[0].replace(b'"createdAt":1720000000000', b'"createdAt":' + spelling)])) == (
+        "INVALID_HEADER",
+        1,
+        None,
+    )
+    bad = lines[2].replace(b'"timestamp":1720000001010', b'"timestamp":' + spelling)
+    assert error_of(join(lines[:2] + [bad])) == ("INVALID_FACT", 3, 3)
+
+
+def test_a_huge_integer_in_tool_arguments_is_kept_verbatim():
+    """Any JSON value is allowed there; it is kept and written back byte for byte."""
+    lines = split(V2)
+    bad = lines[4].replace(b'"arguments":{"path":"main.py"}', b'"arguments":{"path":"main.py","n":' + HUGE + b"}")
+    state = reduce_bytes(join(lines[:4] + [bad]))
+    encoded = state.to_json_bytes()
+    assert b'"n":' + HUGE + b"}" in encoded
+    assert encoded == msgspec.json.encode(state.to_json())
+
+
+def test_the_process_wide_digit_limit_is_left_alone():
+    before = sys.get_int_max_str_digits()
+    lines = split(V2)
+    error_of(join(lines[:2] + [lines[2].replace(b'"seq":3', b'"seq":' + HUGE)]))
+    assert sys.get_int_max_str_digits() == before
+    with pytest.raises(ValueError):
+        int(HUGE)

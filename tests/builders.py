@@ -51,20 +51,20 @@ class Clock:
         return next(self._ticks)
 
 
-def header(session_id: str | None = None, version: int = 3) -> HeaderLine:
+def header(session_id: str | None = None, version: int = 3, cwd: str = "/workspace") -> HeaderLine:
     return HeaderLine(
         version=version,
         id=session_id or uuid7(),
         createdAt=1_787_371_200_000,
-        cwd="/workspace",
+        cwd=cwd,
         provider="openrouter",
         model="test/model",
         environmentIdentity="fixture",
     )
 
 
-def new_writer(path: Path, version: int = 3) -> JournalWriter:
-    return JournalWriter.create(path, header(version=version), durability="process", clock=Clock())
+def new_writer(path: Path, version: int = 3, cwd: str = "/workspace", session_id: str | None = None) -> JournalWriter:
+    return JournalWriter.create(path, header(session_id, version=version, cwd=cwd), durability="process", clock=Clock())
 
 
 class RunWriter:
@@ -222,9 +222,11 @@ class RunWriter:
         )
 
 
-def write_tool_session(path: Path, runs: int = 2, version: int = 3, close: bool = True) -> JournalWriter:
+def write_tool_session(
+    path: Path, runs: int = 2, version: int = 3, close: bool = True, session_id: str | None = None
+) -> JournalWriter:
     """A journal of ``runs`` completed runs, each reading one file and then answering."""
-    writer = new_writer(path, version)
+    writer = new_writer(path, version, session_id=session_id)
     run = RunWriter(writer)
     for number in range(runs):
         run.start(f"What does file {number} say? Ünïcode ✓ \"quoted\" \\ back\\slash")

@@ -174,7 +174,7 @@ def test_verify_notices_a_journal_cut_at_a_line_boundary(capsys, tmp_path):
     store.mkdir()
     path = store / "20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985201.jsonl"
     write_tool_session(path, runs=2)
-    assert call(capsys, "sessions", "--sessions-dir", str(store))[0] == 0
+    assert call(capsys, "sessions", "--all", "--sessions-dir", str(store))[0] == 0
     lines = split(path.read_bytes())
     path.write_bytes(b"".join(line + b"\n" for line in lines[:-5]))
     code, out, _ = call(capsys, "verify", str(path))
@@ -201,7 +201,7 @@ def test_sessions_lists_newest_first_with_status(capsys, tmp_path):
     write_tool_session(store / names[3], runs=1, close=False).close(seal=False)
     holder = JournalWriter.open(store / names[3])
     try:
-        code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--json")
+        code, out, _ = call(capsys, "sessions", "--all", "--sessions-dir", str(store), "--json")
     finally:
         holder.close(seal=False)
     rows = json.loads(out)
@@ -210,7 +210,7 @@ def test_sessions_lists_newest_first_with_status(capsys, tmp_path):
     assert rows[3]["runs"] == 2
     assert rows[3]["prompt"].startswith("What does file 0 say?")
     assert rows[3]["tokens"] == 2 * (12 + 3 + 4) * 2
-    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--limit", "2")
+    code, out, _ = call(capsys, "sessions", "--all", "--sessions-dir", str(store), "--limit", "2")
     assert code == 0
     assert len(out.strip().splitlines()) == 3
 
@@ -223,18 +223,18 @@ def test_sessions_reuses_its_index_until_a_journal_changes(capsys, tmp_path, mon
     reduced = []
     real = catalog.summarize
     monkeypatch.setattr(catalog, "summarize", lambda path: reduced.append(path.name) or real(path))
-    call(capsys, "sessions", "--sessions-dir", str(store))
+    call(capsys, "sessions", "--all", "--sessions-dir", str(store))
     assert len(reduced) == 3
-    call(capsys, "sessions", "--sessions-dir", str(store))
+    call(capsys, "sessions", "--all", "--sessions-dir", str(store))
     assert len(reduced) == 3
     newest = sorted(store.glob("*.jsonl"))[-1]
     writer = JournalWriter.open(newest)
     RunWriter(writer).start("one more")
     writer.close()
-    call(capsys, "sessions", "--sessions-dir", str(store))
+    call(capsys, "sessions", "--all", "--sessions-dir", str(store))
     assert reduced[3:] == [newest.name]
     (store / catalog.INDEX_NAME).write_text("not json")
-    call(capsys, "sessions", "--sessions-dir", str(store))
+    call(capsys, "sessions", "--all", "--sessions-dir", str(store))
     assert len(reduced) == 7
     assert oct(os.stat(store / catalog.INDEX_NAME).st_mode)[-3:] == "600"
 
@@ -251,14 +251,14 @@ def test_large_content_stays_cheap_to_list(capsys, tmp_path, monkeypatch):
     asked = run.call_tools([("read", '{"path":"big.log"}')])
     run.run_tool(asked, 0, "x" * (20 * 1024 * 1024))
     writer.close()
-    call(capsys, "sessions", "--sessions-dir", str(store))
+    call(capsys, "sessions", "--all", "--sessions-dir", str(store))
     # Once indexed, listing must not reduce the journal again: make any reduction fail loudly.
     def no_reduction(path):
         raise AssertionError(f"{path.name} was reduced again although the index vouches for it")
 
     monkeypatch.setattr(catalog, "summarize", no_reduction)
     monkeypatch.setattr(catalog, "read_journal", no_reduction)
-    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--json")
+    code, out, _ = call(capsys, "sessions", "--all", "--sessions-dir", str(store), "--json")
     assert code == 0
     (row,) = json.loads(out)
     assert row["prompt"] == "read the big file"
@@ -272,3 +272,42 @@ def test_large_content_stays_cheap_to_list(capsys, tmp_path, monkeypatch):
     status, peak_mb = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT).stdout.split()
     assert status == "open-tail" or status == "ok"
     assert int(peak_mb) < 200, f"verify of a journal with a 20 MB line peaked at {peak_mb} MB"
+
+
+def test_sessions_lists_this_directorys_sessions_by_default_and_an_empty_store_is_empty(capsys, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    code, out, err = call(capsys, "sessions", "--sessions-dir", str(store), "--json")
+    assert (code, json.loads(out), err) == (0, [], "")
+    store.mkdir()
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    mine = new_writer(store / "20260102T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985202.jsonl", cwd=str(here))
+    RunWriter(mine).start("made here")
+    mine.close()
+    write_tool_session(store / "20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985201.jsonl", runs=1)
+    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--json")
+    assert [row["prompt"] for row in json.loads(out)] == ["made here"]
+    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--all", "--json")
+    assert len(json.loads(out)) == 2
+
+
+def test_handles_are_short_unique_and_accepted_everywhere(capsys, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    # Time-ordered ids that share their first 13 characters; their random tails differ early.
+    ids = ["019ae2a1-3c4d-7e00-8a00-5f1e00000001", "019ae2a1-3c4d-7e00-8a00-a2b300000002", "019ae2a1-3c4d-7e00-8a00-a2c400000003"]
+    for number, session_id in enumerate(ids):
+        write_tool_session(store / f"2026010{number}T000000Z_{session_id}.jsonl", runs=1, session_id=session_id)
+    code, out, _ = call(capsys, "sessions", "--sessions-dir", str(store), "--all", "--json")
+    handles = {row["session"]: row["handle"] for row in json.loads(out)}
+    assert handles == {ids[0]: "5f1e", ids[1]: "a2b3", ids[2]: "a2c4"}
+    for session_id, handle in handles.items():
+        code, out, _ = call(capsys, "replay", handle, "--sessions-dir", str(store), "--json")
+        assert (code, json.loads(out)["state"]["header"]["id"]) == (0, session_id)
+    code, _, err = call(capsys, "replay", "a2", "--sessions-dir", str(store))
+    assert code == 2
+    assert err.startswith("USAGE: 'a2' fits 2 sessions (")
+    assert "a2b" in err and "a2c" in err
+    code, _, err = call(capsys, "replay", "019ae2a1", "--sessions-dir", str(store))
+    assert code == 2

@@ -106,7 +106,7 @@ def test_ambiguous_prefix_is_a_usage_error(capsys, tmp_path):
         write_tool_session(tmp_path / f"20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b9852{suffix}.jsonl", runs=1)
     code, _, err = call(capsys, "replay", "01a2", "--sessions-dir", str(tmp_path))
     assert code == 2
-    assert "matches 2 sessions" in err
+    assert "fits 2 sessions" in err
 
 
 def test_missing_session_and_file(capsys, tmp_path):

@@ -29,8 +29,8 @@ from tiny_agent.errors import (
     EmptyInput,
     Interrupted,
     MalformedInput,
-    NotFound,
     RunFailed,
+    StorageError,
     Terminated,
     TinyAgentError,
     UsageError,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tiny_agent.journal import Durability, JournalWriter
     from tiny_agent.provider import ProviderConfig, Timeouts
     from tiny_agent.state import SessionState
+    from tiny_agent.store import FileStore
 
 app = typer.Typer(
     add_completion=False,
@@ -98,16 +99,22 @@ def _quiet_stdout() -> None:
 SessionsDirOption = typer.Option(
     None,
     "--sessions-dir",
-    help="Where sessions live (default: $TINY_AGENT_SESSIONS_DIR, else ./sessions).",
+    help="Where sessions live (default: $TINY_AGENT_SESSIONS_DIR, else ~/.local/share/tiny-agent/sessions).",
     show_default=False,
 )
 
 
-def _resolve(reference: str, sessions_dir: str | None) -> Path:
-    from tiny_agent.store import resolve_session
-    from tiny_agent.store import sessions_dir as directory_of
+def _store(sessions_dir: str | None) -> FileStore:
+    from tiny_agent.store import open_store
 
-    return resolve_session(reference, directory_of(sessions_dir))
+    return open_store(sessions_dir)
+
+
+def _resolve(reference: str, sessions_dir: str | None) -> Path:
+    session = _store(sessions_dir).resolve(reference)
+    if session.path is None:
+        raise UsageError(f"{session.name} is not a journal file")
+    return session.path
 
 
 def _print_json(value: object) -> None:
@@ -323,22 +330,51 @@ def _open_writer(path: Path, durability: Durability) -> JournalWriter:
         raise os_error(error, str(path)) from None
     if writer.repaired_tail is not None:
         _progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
+    if writer.tightened_mode is not None:
+        _progress(f"{path.name} was readable by others (mode {writer.tightened_mode:o}); it is 0600 again")
     return writer
 
 
 def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult]) -> DriveResult:
-    """Run ``action`` (a Driver method) and always release the session afterwards."""
+    """Run ``action`` (a Driver method) and always release the session afterwards.
+
+    A closing seal that cannot be written (a full disk) does not hide the
+    run's outcome: it is reported after the result, by :func:`_finish_command`.
+    """
     from tiny_agent.agent import Driver
+    from tiny_agent.journal import WriterPoisoned
 
     driver = Driver(writer, runtime, report=_progress)
     try:
-        return action(driver)
+        result = action(driver)
     finally:
         runtime.close()
-        writer.close()
+        try:
+            writer.close()
+        except WriterPoisoned as error:
+            _seal_failures.append(str(error))
+    return result
+
+
+_seal_failures: list[str] = []
+"""Closing seals that could not be written in this process (reported after the run's outcome)."""
+
+
+def _report_seal_failure() -> None:
+    if _seal_failures:
+        failure = _seal_failures.pop()
+        raise StorageError(
+            f"{failure}; the run's outcome above is durable, but its last line is not sealed: "
+            "`tiny-agent resume` seals it once there is space"
+        )
 
 
 def _finish_command(result: DriveResult, writer: JournalWriter, as_json: bool) -> None:
+    _report_outcome(result, writer, as_json)
+    _report_seal_failure()
+
+
+def _report_outcome(result: DriveResult, writer: JournalWriter, as_json: bool) -> None:
     if as_json:
         _print_json(
             {
@@ -398,14 +434,11 @@ def run(
 
 def _new_session(provider: ProviderConfig, sessions_dir: str | None, durability: Durability) -> JournalWriter:
     from tiny_agent.configuration import environment_identity
-    from tiny_agent.store import create_session
-    from tiny_agent.store import sessions_dir as directory_of
 
     cwd = Path.cwd()
-    directory = directory_of(sessions_dir)
+    store = _store(sessions_dir)
     try:
-        return create_session(
-            directory,
+        writer = store.create(
             cwd=os.path.realpath(cwd),
             provider=provider.provider_name,
             model=provider.model,
@@ -413,7 +446,10 @@ def _new_session(provider: ProviderConfig, sessions_dir: str | None, durability:
             durability=durability,
         )
     except OSError as error:
-        raise os_error(error, f"cannot create a session in {directory}") from None
+        raise os_error(error, f"cannot create a session in {store.label}") from None
+    handle = store.handles().get(writer.state.header.id, writer.state.header.id)
+    _progress(f"session {handle} ({writer.path})")
+    return writer
 
 
 @app.command()
@@ -636,23 +672,23 @@ def verify(
 def sessions(
     as_json: bool = typer.Option(False, "--json", help="Print the list as a JSON array."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Show only the N newest sessions."),
+    all_sessions: bool = typer.Option(False, "--all", help="List the sessions of every directory, not only this one's."),
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
-    """List sessions, newest first: id, created, model, status, runs, first prompt, tokens."""
+    """List this directory's sessions, newest first: handle, created, model, status, runs, tokens, first prompt."""
     from tiny_agent.catalog import list_sessions
     from tiny_agent.render import sessions_table
-    from tiny_agent.store import sessions_dir as directory_of
 
-    directory = directory_of(sessions_dir)
-    if not directory.is_dir():
-        raise NotFound(f"no sessions directory at {directory}")
-    rows = list_sessions(directory, limit, progress=_progress_bar("reading"))
+    store = _store(sessions_dir)
+    here = None if all_sessions else os.path.realpath(Path.cwd())
+    rows = list_sessions(store.directory, limit, progress=_progress_bar("reading"), cwd=here)
     if as_json:
         _print_json(rows)
         return
     if not rows:
-        sys.stdout.write(f"no sessions in {directory}\n")
+        where = "" if all_sessions else f" made in {here} (--all lists every directory's)"
+        sys.stdout.write(f"no sessions{where} in {store.label}\n")
         return
-    for line in sessions_table(rows):
+    for line in sessions_table(rows, show_cwd=all_sessions):
         sys.stdout.write(line + "\n")
 

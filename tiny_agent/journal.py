@@ -1,32 +1,33 @@
-"""Journal files on disk: the streaming reader, the durable writer, the writer lock.
+"""Journals: reading them, and the one writer that appends to a session.
 
-The reader folds a file chunk by chunk (memory stays at the size of the reduced
-state, not the file).  The writer appends one transaction per line, each
-checked by the same fold before its bytes are written, sealed (v3), written
-with one ``write`` and, by default, fsynced before ``commit`` returns.
+The reader folds a journal's bytes chunk by chunk (memory stays at the size
+of the reduced state, not the journal), whatever store holds them.  The
+writer appends one transaction per line, each checked by the same fold
+before its bytes leave the process, sealed (v3), and handed to the store's
+:class:`Appender` in one piece (one ``write`` and an fsync for the file
+store, one row for PostgreSQL).  Commits are serialized: one writer per
+session across processes (the store's lock), and one commit at a time across
+the threads of this process.
 
-One writer per session, across processes: an exclusive ``flock`` on a lock
-file beside the journal, held for the writer's lifetime.  The lock file holds
-the holder's pid so that a second writer can say who has it.  Readers never
-lock.
+``JournalWriter.create`` / ``JournalWriter.open`` and the path-based readers
+are the file store's conveniences; other stores build a writer from their own
+appender.
 """
 
 from __future__ import annotations
 
-import fcntl
 import gc
-import os
 import signal
-import stat
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Protocol
 
 import msgspec
 
-from tiny_agent import failpoints
-from tiny_agent.errors import CorruptionError, Locked, StorageError, TinyAgentError, UsageError
+from tiny_agent import failpoints, filestore
+from tiny_agent.errors import CorruptionError, StorageError, TinyAgentError
 from tiny_agent.facts import (
     Fact,
     HeaderLine,
@@ -37,28 +38,46 @@ from tiny_agent.facts import (
     encode_seal_only,
     encode_transaction,
 )
+from tiny_agent.filestore import (
+    Durability,
+    NotAJournal,
+    SessionLocked,
+    holder_pid,
+    is_locked,
+    lock_path,
+    torn_tail_path,
+)
 from tiny_agent.ids import now_ms, uuid7
 from tiny_agent.reducer import Fold, reduce_chunks
 from tiny_agent.state import SessionState
 
-CHUNK_SIZE = 1 << 20
 WRITER_VERSION = 3
 
-Durability = Literal["fsync", "process"]
-"""``fsync``: a committed transaction survives power loss.  ``process``: it survives
-a crash of this process (the bytes are in the kernel), which is faster."""
+__all__ = [
+    "WRITER_VERSION",
+    "Appender",
+    "CommitRejected",
+    "Durability",
+    "JournalError",
+    "JournalWriter",
+    "NotAJournal",
+    "SessionLocked",
+    "WriterPoisoned",
+    "committed_lines",
+    "facts",
+    "find_raw",
+    "fold_chunks",
+    "holder_pid",
+    "is_locked",
+    "lock_path",
+    "raw_facts",
+    "read_journal",
+    "reduce_source",
+    "torn_tail_path",
+]
 
-
-class JournalError(UsageError):
-    """A file that cannot be used as a journal for the reason given (one line, names the file)."""
-
-
-class SessionLocked(Locked):
-    def __init__(self, path: Path, pid: int | None) -> None:
-        holder = f"pid {pid}" if pid else "another process"
-        super().__init__(f"{path.name} is being written by {holder}; only one writer may hold a session")
-        self.path = path
-        self.pid = pid
+JournalError = NotAJournal
+"""A file that cannot be used as a journal (kept under its old name)."""
 
 
 class CommitRejected(TinyAgentError):
@@ -70,7 +89,22 @@ class CommitRejected(TinyAgentError):
 
 
 class WriterPoisoned(StorageError):
-    """A write or fsync failed: the file's tail is unknown, so this writer appends nothing more."""
+    """An append failed: the journal's tail is unknown, so this writer appends nothing more."""
+
+
+class Appender(Protocol):
+    """A store's end of one session's writer: appends whole committed lines, durably, in order."""
+
+    name: str
+    """How messages name the session's journal (a file name, a store reference)."""
+
+    def append(self, data: bytes, label: str) -> None:
+        """Append one line (with its LF); durable per the store's durability when it returns."""
+        ...
+
+    def close(self) -> None:
+        """Release the session (its lock, its connection)."""
+        ...
 
 
 # --------------------------------------------------------------------------
@@ -78,18 +112,18 @@ class WriterPoisoned(StorageError):
 # --------------------------------------------------------------------------
 
 
-def read_journal(path: Path) -> SessionState:
-    """Reduce the journal at ``path``; raises CorruptionError, or OSError if it cannot be read."""
-    with open(path, "rb") as file, _collector_paused():
-        return reduce_chunks(_chunks(file))
+def reduce_source(chunks: Iterable[bytes]) -> SessionState:
+    """Reduce a journal given as consecutive byte chunks, from any store."""
+    with _collector_paused():
+        return reduce_chunks(chunks)
 
 
-def _chunks(file) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
-    while True:
-        chunk = file.read(CHUNK_SIZE)
-        if not chunk:
-            return
-        yield chunk
+def fold_chunks(chunks: Iterable[bytes]) -> Fold:
+    """A live fold of a journal's committed lines, for a writer to continue."""
+    with _collector_paused():
+        fold = Fold()
+        reduce_chunks(chunks, fold=fold)
+    return fold
 
 
 @contextmanager
@@ -109,119 +143,90 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def fold_file(path: Path) -> tuple[Fold, int]:
-    """A live fold of the committed lines of ``path`` and the file's size (torn tail included)."""
-    with open(path, "rb") as file, _collector_paused():
-        data_size = os.fstat(file.fileno()).st_size
-        fold = Fold()
-        state = reduce_chunks(_chunks(file), fold=fold)
-    del state
-    return fold, data_size
+def lines_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of every committed line (the torn tail excluded), streaming.
+
+    Linear in the journal's size whatever its line lengths: the pieces of a
+    line that spans many chunks are joined once, not copied per chunk.
+    """
+    number = 0
+    pieces: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        end = chunk.find(b"\n")
+        while end != -1:
+            if pieces:
+                pieces.append(chunk[start:end])
+                line = b"".join(pieces)
+                pieces = []
+            else:
+                line = chunk[start:end]
+            number += 1
+            yield number, line
+            start = end + 1
+            end = chunk.find(b"\n", start)
+        if start < len(chunk):
+            pieces.append(chunk[start:])
 
 
-def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """``(line number, bytes)`` of every committed line (the torn tail excluded), streaming."""
-    with open(path, "rb") as file:
-        number = 0
-        carry = b""
-        for chunk in _chunks(file):
-            lines = (carry + chunk).split(b"\n")
-            carry = lines.pop()
-            for line in lines:
-                number += 1
-                yield number, line
-
-
-def facts(path: Path) -> Iterator[tuple[int, list[Fact]]]:
+def facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, list[Fact]]]:
     """Every transaction of a journal the reducer accepted, as typed facts with its line number."""
-    for number, line in committed_lines(path):
+    for number, line in lines_of(chunks):
         if number == 1:
             continue
         value = msgspec.json.decode(line)
         yield number, [decode_fact(fact) for fact in (value if isinstance(value, list) else [value])]
 
 
-def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
+def raw_facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, RawFact]]:
     """Every ``raw`` fact of a (valid, v3) journal with its line number, in order."""
-    for number, line in committed_lines(path):
+    for number, line in lines_of(chunks):
         if number == 1 or b'"raw"' not in line:
             continue
-        value = msgspec.json.decode(line)
-        for fact in value if isinstance(value, list) else [value]:
-            if isinstance(fact, dict) and fact.get("kind") == "raw":
-                yield number, msgspec.convert(fact, RawFact)
+        yield from ((number, fact) for fact in _raw_facts_in(line))
 
 
-def find_raw(path: Path, raw_id: str) -> RawFact | None:
-    """The stored provider response with fact id ``raw_id``, read back from the journal."""
+def find_raw_in(chunks: Iterable[bytes], raw_id: str) -> RawFact | None:
+    """The stored provider response with fact id ``raw_id``."""
     needle = raw_id.encode()
-    for _, line in committed_lines(path):
+    for _, line in lines_of(chunks):
         if needle not in line:
             continue
-        value = msgspec.json.decode(line)
-        for fact in value if isinstance(value, list) else [value]:
-            if isinstance(fact, dict) and fact.get("kind") == "raw" and fact.get("id") == raw_id:
-                return msgspec.convert(fact, RawFact)
+        for fact in _raw_facts_in(line):
+            if fact.id == raw_id:
+                return fact
     return None
 
 
-# --------------------------------------------------------------------------
-# The writer lock
-# --------------------------------------------------------------------------
+def _raw_facts_in(line: bytes) -> Iterator[RawFact]:
+    value = msgspec.json.decode(line)
+    for fact in value if isinstance(value, list) else [value]:
+        if isinstance(fact, dict) and fact.get("kind") == "raw":
+            yield msgspec.convert(fact, RawFact)
 
 
-def lock_path(journal: Path) -> Path:
-    return journal.with_name(journal.name + ".lock")
+# The file store's path-based readers.
 
 
-class WriterLock:
-    """An exclusive, non-blocking ``flock`` on ``<journal>.lock``, recording the holder's pid."""
-
-    def __init__(self, journal: Path) -> None:
-        self.path = lock_path(journal)
-        self._journal = journal
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise SessionLocked(self._journal, holder_pid(self._journal)) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+def read_journal(path: Path) -> SessionState:
+    """Reduce the journal file at ``path``; raises CorruptionError, or OSError if it cannot be read."""
+    return reduce_source(filestore.file_chunks(path))
 
 
-def holder_pid(journal: Path) -> int | None:
-    """The pid written by the current lock holder, if the lock file says one."""
-    try:
-        text = lock_path(journal).read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    return lines_of(filestore.file_chunks(path))
 
 
-def is_locked(journal: Path) -> bool:
-    """True while some writer holds the session (checked without taking it)."""
-    try:
-        fd = os.open(lock_path(journal), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+def facts(path: Path) -> Iterator[tuple[int, list[Fact]]]:
+    return facts_of(filestore.file_chunks(path))
+
+
+def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
+    return raw_facts_of(filestore.file_chunks(path))
+
+
+def find_raw(path: Path, raw_id: str) -> RawFact | None:
+    return find_raw_in(filestore.file_chunks(path), raw_id)
 
 
 # --------------------------------------------------------------------------
@@ -234,24 +239,30 @@ class JournalWriter:
 
     def __init__(
         self,
-        path: Path,
-        fd: int,
-        lock: WriterLock,
+        appender: Appender,
         fold: Fold,
-        durability: Durability,
-        clock: Callable[[], int],
+        clock: Callable[[], int] = now_ms,
+        path: Path | None = None,
     ) -> None:
-        self.path = path
-        self._fd = fd
-        self._lock = lock
+        self._appender = appender
         self._fold = fold
-        self._durability = durability
         self._clock = clock
+        self._refold: Callable[[], Fold] | None = None
         self._poisoned: str | None = None
         self._committed = False
+        self._closed = False
+        self._mutex = threading.RLock()
+        self.path = path if path is not None else Path(appender.name)
+        """The journal's file (file store) or a path-like name for messages (other stores)."""
         self.repaired_tail: Path | None = None
+        self.tightened_mode: int | None = None
+        """The permission bits a reopened journal had before it was reset to 0600."""
 
-    # -- opening ----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._appender.name
+
+    # -- opening files ---------------------------------------------------------------
 
     @classmethod
     def create(
@@ -262,46 +273,30 @@ class JournalWriter:
         durability: Durability = "fsync",
         clock: Callable[[], int] = now_ms,
     ) -> JournalWriter:
-        """Create a new journal (0600, parent directory fsynced) and hold its lock.
-
-        The header is written to a temporary file and linked into place, so a
-        crash leaves either no journal or one with a complete header, never a
-        file that no reader can open.
-        """
+        """Create a new journal file (0600, directory fsynced, linked into place whole) and hold its lock."""
         line = encode_header(header)
         fold = Fold()
         fold.apply_header(line)
-        lock = WriterLock(path)
-        lock.acquire()
-        try:
-            _link_new_file(path, line + b"\n")
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except BaseException:
-            lock.release()
-            raise
-        return cls(path, fd, lock, fold, durability, clock)
+        fd, lock = filestore.create_file(path, line + b"\n", durability)
+        writer = cls(filestore.FileAppender(path, fd, lock, durability), fold, clock, path)
+        writer._refold = lambda: fold_chunks(filestore.file_chunks(path))
+        return writer
 
     @classmethod
-    def open(
-        cls, path: Path, *, durability: Durability = "fsync", clock: Callable[[], int] = now_ms
-    ) -> JournalWriter:
-        """Open an existing journal for appending: lock, reduce, and cut a torn tail into a sidecar."""
-        _refuse_symlink(path)
-        lock = WriterLock(path)
-        lock.acquire()
+    def open(cls, path: Path, *, durability: Durability = "fsync", clock: Callable[[], int] = now_ms) -> JournalWriter:
+        """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar."""
+        filestore.check_journal_file(path)
+        fd, lock = filestore.open_for_append(path)
+        appender = filestore.FileAppender(path, fd, lock, durability)
         try:
-            fold, size = fold_file(path)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fold = fold_chunks(filestore.file_chunks(path))
+            writer = cls(appender, fold, clock, path)
+            writer._refold = lambda: fold_chunks(filestore.file_chunks(path))
+            writer.repaired_tail = filestore.cut_torn_tail(path, fd, fold.committed_length, now_ms())
+            writer.tightened_mode = filestore.make_private(fd)
         except BaseException:
-            lock.release()
+            appender.close()
             raise
-        writer = cls(path, fd, lock, fold, durability, clock)
-        if size > fold.committed_length:
-            try:
-                writer.repaired_tail = _cut_torn_tail(path, fd, fold.committed_length)
-            except BaseException:
-                writer.close(seal=False)
-                raise
         return writer
 
     # -- state --------------------------------------------------------------
@@ -322,25 +317,38 @@ class JournalWriter:
 
         The candidate line goes through the fold before a byte is written: a
         refused transaction raises :class:`CommitRejected` and changes nothing.
-        Ctrl-C is held off until the commit is complete, so the fold and the
-        file never disagree.  ``label`` names the transaction for failpoints.
+        Ctrl-C and SIGTERM are held off until the commit is complete, so the
+        fold and the journal never disagree.  ``label`` names the transaction
+        for failpoints.
         """
-        if self._poisoned is not None:
-            raise WriterPoisoned(f"{self.path.name}: writer is unusable after an earlier failure: {self._poisoned}")
         if not facts:
             raise ValueError("a transaction needs at least one fact")
-        with _signals_deferred():
-            stamped = self._stamp(facts)
-            line = encode_transaction(stamped)
-            try:
-                self._fold.apply_line(line)
-            except CorruptionError as error:
-                self._fold = fold_file(self.path)[0]
-                raise CommitRejected(error) from None
-            self._append(line + b"\n", label)
-            self._committed = True
+        with self._mutex:
+            self._check_usable()
+            with _signals_deferred():
+                stamped = self._stamp(facts)
+                line = encode_transaction(stamped)
+                try:
+                    self._fold.apply_line(line)
+                except CorruptionError as error:
+                    self._restore_fold()
+                    raise CommitRejected(error) from None
+                self._append(line + b"\n", label)
+                self._committed = True
         failpoints.maybe_crash(f"after-commit:{label}")
         return stamped
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.name}: the writer is closed")
+        if self._poisoned is not None:
+            raise WriterPoisoned(f"{self.name}: writer is unusable after an earlier failure: {self._poisoned}")
+
+    def _restore_fold(self) -> None:
+        """A refused candidate spent the fold (it may be half applied): fold the journal again."""
+        if self._refold is None:
+            raise RuntimeError("this writer cannot fold its journal again")
+        self._fold = self._refold()
 
     def _stamp(self, facts: list[Fact]) -> list[Fact]:
         timestamp = self._clock()
@@ -355,41 +363,48 @@ class JournalWriter:
 
     def _append(self, data: bytes, label: str) -> None:
         try:
-            if failpoints.hit(f"mid-write:{label}"):
-                _write_all(self._fd, data[: len(data) // 2])
-                failpoints.crash()
-            _write_all(self._fd, data)
-            if self._durability == "fsync":
-                os.fsync(self._fd)
+            self._appender.append(data, label)
         except OSError as error:
             self._poisoned = f"{error.strerror or error} while appending"
-            raise WriterPoisoned(f"{self.path.name}: {self._poisoned}; no further appends") from error
+            raise WriterPoisoned(f"{self.name}: {self._poisoned}; nothing more is appended") from error
 
     # -- closing --------------------------------------------------------------
+
+    @property
+    def seal_missing(self) -> bool:
+        """A v3 journal this writer changed whose last line is not covered by a seal."""
+        return self._fold.version >= 3 and self._committed and not self._fold.state.sealed
 
     def close(self, *, seal: bool = True) -> None:
         """Release the session; a clean close first appends a seal-only line covering the last line.
 
         Only a writer that appended something seals: opening a session and
         finding nothing to do (or a blocked recovery) writes nothing at all.
+        A seal that cannot be written (a full disk) is reported by raising
+        :class:`WriterPoisoned` after the session is released; the journal is
+        valid, with an open tail that ``resume`` seals later.
         """
-        if self._fd < 0:
-            return
-        try:
-            if seal and self._committed and self._poisoned is None and self._fold.version >= 3 and not self._fold.state.sealed:
-                self.commit_seal()
-        finally:
-            os.close(self._fd)
-            self._fd = -1
-            self._lock.release()
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                if seal and self._poisoned is None and self.seal_missing:
+                    self.commit_seal()
+            finally:
+                self._closed = True
+                self._appender.close()
 
     def commit_seal(self) -> None:
-        timestamp = self._clock()
-        seal = SealFact(seq=self._fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain)
-        line = encode_seal_only(seal)
-        with _signals_deferred():
-            self._fold.apply_line(line)
-            self._append(line + b"\n", "seal")
+        """Append a seal-only line covering the last line (a clean close, or ``resume`` sealing an idle tail)."""
+        with self._mutex:
+            self._check_usable()
+            timestamp = self._clock()
+            seal = SealFact(seq=self._fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain)
+            line = encode_seal_only(seal)
+            with _signals_deferred():
+                self._fold.apply_line(line)
+                self._append(line + b"\n", "seal")
+            self._committed = True
         failpoints.maybe_crash("after-commit:seal")
 
     def __enter__(self) -> JournalWriter:
@@ -401,71 +416,14 @@ class JournalWriter:
 
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends (then they are delivered)."""
+    """Hold SIGINT and SIGTERM until the block ends (then they are delivered).
+
+    Only the main thread receives these signals; in another thread the mask
+    change is harmless (and ``pthread_sigmask`` is per thread).
+    """
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _link_new_file(path: Path, content: bytes) -> None:
-    """Make ``path`` appear with ``content`` complete, or not at all (fails if it exists)."""
-    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        _write_all(fd, content)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(staging, path)
-    finally:
-        os.unlink(staging)
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _refuse_symlink(path: Path) -> None:
-    info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        raise JournalError(f"{path}: is a symbolic link; journals are only opened directly")
-    if not stat.S_ISREG(info.st_mode):
-        raise JournalError(f"{path}: is not a regular file")
-
-
-def torn_tail_path(journal: Path, stamp: int) -> Path:
-    return journal.with_name(f"{journal.name}.torn-{stamp}")
-
-
-def _cut_torn_tail(path: Path, fd: int, committed_length: int) -> Path:
-    """Move the bytes after the last LF into a sidecar file, then truncate the journal to them."""
-    with open(path, "rb") as file:
-        file.seek(committed_length)
-        tail = file.read()
-    sidecar = torn_tail_path(path, now_ms())
-    side_fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        _write_all(side_fd, tail)
-        os.fsync(side_fd)
-    finally:
-        os.close(side_fd)
-    os.ftruncate(fd, committed_length)
-    os.fsync(fd)
-    _fsync_directory(path.parent)
-    return sidecar

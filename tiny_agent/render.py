@@ -205,12 +205,19 @@ def _table(rows: Sequence[Sequence[str]], indent: str) -> Iterator[str]:
 # -- sessions -------------------------------------------------------------------------
 
 
-def sessions_table(rows: list[Listed]) -> Iterator[str]:
+def sessions_table(rows: list[Listed], *, show_cwd: bool = False) -> Iterator[str]:
     """``tiny-agent sessions`` for people: one line per session, newest first."""
-    table: list[tuple[str, ...]] = [("session", "created (UTC)", "model", "status", "runs", "tokens", "first prompt")]
+    head = ["handle", "created (UTC)", "model", "status", "runs", "tokens", "first prompt"]
+    table: list[list[str]] = [[*head[:2], "directory", *head[2:]] if show_cwd else head]
     for row in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
-        prompt = (row.prompt or row.error or "").replace("\n", " ")
-        prompt = prompt if len(prompt) <= 48 else prompt[:45] + "..."
-        table.append((row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt))
+        prompt = _clip((row.prompt or row.error or "").replace("\n", " "), 48)
+        cells = [row.handle or row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt]
+        if show_cwd:
+            cells.insert(2, _clip(row.cwd or "?", 32))
+        table.append(cells)
     yield from _table(table, indent="")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,10 +1,22 @@
-"""The sessions directory: where journals live, how they are named and found.
+"""Where sessions live: the store seam, and the file store (the embedded default).
 
-A session file is ``<UTC time>_<session id>.jsonl`` (basic ISO 8601 time, so
-names sort by creation).  The directory is private (0700) and journals are
-0600.  A session is named on the command line by a path, by its id, or by a
-unique prefix of its id; names never leave the directory (no separators, no
-``..``) and symbolic links are never followed into it.
+A :class:`Store` creates sessions, finds them by the names people type, opens
+one for appending with the single-writer guarantee, streams a journal's
+bytes, and lists sessions from an index.  The journal format, the fold and
+the planner do not know which store holds a session.
+
+The file store keeps each session as ``<UTC time>_<session id>.jsonl`` in a
+private (0700) directory, journals 0600.  The directory is, in order: the
+``--sessions-dir`` flag, ``$TINY_AGENT_SESSIONS_DIR``, or the per-user data
+directory (``$XDG_DATA_HOME/tiny-agent/sessions``, by default
+``~/.local/share/tiny-agent/sessions``).
+
+A session is named on the command line by a path, by its id, by a unique
+prefix of its id, or by its **handle**: the shortest unique prefix (4 to 8
+hex digits) of the id's last group, which is random where the id's first
+groups are time-ordered and shared by sessions created close together.
+Names never leave the directory (no separators, no ``..``) and symbolic links
+are never followed into it.
 """
 
 from __future__ import annotations
@@ -13,34 +25,84 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Final, Protocol
 
+import msgspec
+
+from tiny_agent import filestore
 from tiny_agent.errors import NotFound, UsageError
 from tiny_agent.facts import HeaderLine
+from tiny_agent.filestore import Durability
 from tiny_agent.ids import now_ms, uuid7
-from tiny_agent.journal import WRITER_VERSION, Durability, JournalWriter
+from tiny_agent.journal import WRITER_VERSION, JournalWriter
 
-DEFAULT_SESSIONS_DIR = "sessions"
-SESSIONS_DIR_ENV = "TINY_AGENT_SESSIONS_DIR"
-JOURNAL_SUFFIX = ".jsonl"
+SESSIONS_DIR_ENV: Final = "TINY_AGENT_SESSIONS_DIR"
+JOURNAL_SUFFIX: Final = ".jsonl"
+HANDLE_MIN: Final = 4
+HANDLE_MAX: Final = 8
 
 _JOURNAL_NAME = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)_(?P<id>[0-9a-f-]{36})\.jsonl")
 _SESSION_REF = re.compile(r"[0-9a-f][0-9a-f-]*")
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 class SessionNotFound(NotFound):
-    """Nothing in the sessions directory (or on disk) answers to the name given."""
+    """Nothing in the store (or on disk) answers to the name given."""
 
 
 class AmbiguousSession(UsageError):
-    """A prefix that names more than one session."""
+    """A name that fits more than one session."""
+
+
+class Session(msgspec.Struct, frozen=True):
+    """A session as a store knows it."""
+
+    id: str
+    name: str
+    """How messages name it: the journal's path (file store), or the store's reference."""
+    path: Path | None = None
+    """The journal file, for the file store."""
+
+
+class Store(Protocol):
+    """What every command needs from where sessions live."""
+
+    label: str
+    """Where, for messages: a directory, or a database without its credentials."""
+
+    def create(
+        self, *, cwd: str, provider: str, model: str, environment_identity: str, durability: Durability
+    ) -> JournalWriter: ...
+
+    def resolve(self, reference: str) -> Session: ...
+
+    def open_writer(self, session: Session, durability: Durability) -> JournalWriter: ...
+
+    def chunks(self, session: Session) -> Iterator[bytes]: ...
+
+    def sessions(self) -> list[Session]:
+        """Every session, newest first."""
+        ...
+
+
+# -- the file store ----------------------------------------------------------------------
+
+
+def default_sessions_dir() -> Path:
+    """The per-user data directory's ``tiny-agent/sessions``."""
+    data_home = os.environ.get("XDG_DATA_HOME") or ""
+    base = Path(data_home) if os.path.isabs(data_home) else Path.home() / ".local" / "share"
+    return base / "tiny-agent" / "sessions"
 
 
 def sessions_dir(flag: str | None) -> Path:
-    """The sessions directory: the flag, else $TINY_AGENT_SESSIONS_DIR, else ./sessions."""
+    """The sessions directory: the flag, else $TINY_AGENT_SESSIONS_DIR, else the per-user default."""
     if flag:
         return Path(flag)
-    return Path(os.environ.get(SESSIONS_DIR_ENV) or DEFAULT_SESSIONS_DIR)
+    configured = os.environ.get(SESSIONS_DIR_ENV)
+    return Path(configured) if configured else default_sessions_dir()
 
 
 def ensure_private_directory(directory: Path) -> None:
@@ -64,56 +126,154 @@ def session_id_of(path: Path) -> str | None:
 
 
 def list_journals(directory: Path) -> list[Path]:
-    """Journals directly in ``directory``, newest first; symbolic links are skipped."""
-    if not directory.is_dir():
+    """Journals directly in ``directory``, newest first; symbolic links and non-files are skipped."""
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    found = []
-    for entry in os.scandir(directory):
-        if entry.is_file(follow_symlinks=False) and _JOURNAL_NAME.fullmatch(entry.name):
-            found.append(Path(entry.path))
+    found = [Path(entry.path) for entry in entries if _JOURNAL_NAME.fullmatch(entry.name) and _is_plain_file(entry)]
     found.sort(key=lambda path: path.name, reverse=True)
     return found
 
 
+def _is_plain_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+class FileStore:
+    """Sessions as journal files in one private directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.label = str(directory)
+
+    def create(
+        self,
+        *,
+        cwd: str,
+        provider: str,
+        model: str,
+        environment_identity: str,
+        durability: Durability = "fsync",
+    ) -> JournalWriter:
+        """A new journal (its directory made private), named by its creation time and id, its lock held."""
+        ensure_private_directory(self.directory)
+        created = now_ms()
+        session_id = uuid7(created)
+        header = HeaderLine(
+            version=WRITER_VERSION,
+            id=session_id,
+            createdAt=created,
+            cwd=cwd,
+            provider=provider,
+            model=model,
+            environmentIdentity=environment_identity,
+        )
+        return JournalWriter.create(self.directory / journal_name(session_id, created), header, durability=durability)
+
+    def resolve(self, reference: str) -> Session:
+        return _file_session(resolve_session(reference, self.directory))
+
+    def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
+        return JournalWriter.open(_path_of(session), durability=durability)
+
+    def chunks(self, session: Session) -> Iterator[bytes]:
+        return filestore.file_chunks(_path_of(session))
+
+    def sessions(self) -> list[Session]:
+        return [_file_session(path) for path in list_journals(self.directory)]
+
+    def handles(self) -> dict[str, str]:
+        """Each session id's handle in this store."""
+        ids = [session_id_of(path) for path in list_journals(self.directory)]
+        return shortest_handles([session_id for session_id in ids if session_id])
+
+
+def _file_session(path: Path) -> Session:
+    return Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
+
+
+def _path_of(session: Session) -> Path:
+    if session.path is None:
+        raise ValueError(f"{session.name} is not a journal file")
+    return session.path
+
+
+# -- handles --------------------------------------------------------------------------------
+
+
+def tail_of(session_id: str) -> str:
+    """The random last group of a UUIDv7 (the part handles are made of)."""
+    return session_id.rsplit("-", 1)[-1]
+
+
+def shortest_handles(session_ids: list[str], minimum: int = HANDLE_MIN) -> dict[str, str]:
+    """Git-style shortest unique prefixes of the ids' tails, at least ``minimum`` and at most 8 digits.
+
+    Sorting the tails puts each one next to the tails it shares the longest
+    prefix with, so one pass over neighbours finds every handle.  Two tails
+    alike in all 8 digits (one pair in ~65,000 sessions) both get 8; naming
+    either then asks for more of the id.
+    """
+    tails = sorted((tail_of(session_id), session_id) for session_id in session_ids)
+    handles: dict[str, str] = {}
+    for position, (tail, session_id) in enumerate(tails):
+        shared = 0
+        for neighbour in (position - 1, position + 1):
+            if 0 <= neighbour < len(tails):
+                shared = max(shared, _common_prefix(tail, tails[neighbour][0]))
+        length = min(max(minimum, shared + 1), HANDLE_MAX)
+        handles[session_id] = tail[:length]
+    return handles
+
+
+def _common_prefix(left: str, right: str) -> int:
+    size = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        size += 1
+    return size
+
+
 def resolve_session(reference: str, directory: Path) -> Path:
-    """A journal path for a path, a session id or a unique id prefix."""
-    candidate = Path(reference)
+    """A journal path for a path, a session id, a handle, or a unique prefix of an id."""
     if reference.endswith(JOURNAL_SUFFIX) or os.sep in reference:
+        candidate = Path(reference)
         if candidate.is_file():
             return candidate
         raise SessionNotFound(f"{reference}: no such journal file")
     if not _SESSION_REF.fullmatch(reference):
-        raise SessionNotFound(f"{reference!r} is neither a journal path nor a session id")
-    matches = [path for path in list_journals(directory) if (session_id_of(path) or "").startswith(reference)]
+        raise SessionNotFound(f"{reference!r} is neither a journal path, a session id nor a handle")
+    journals = list_journals(directory)
+    by_id = {session_id_of(path) or "": path for path in journals}
+    exact = by_id.get(reference)
+    if exact is not None:
+        return exact
+    is_hex = _HEX.fullmatch(reference) is not None
+    by_handle = [path for session_id, path in by_id.items() if is_hex and tail_of(session_id).startswith(reference)]
+    by_prefix = [path for session_id, path in by_id.items() if session_id.startswith(reference)]
+    matches = list(dict.fromkeys([*by_handle, *by_prefix]))
     if not matches:
         raise SessionNotFound(f"no session {reference!r} in {directory}")
     if len(matches) > 1:
-        names = ", ".join(session_id_of(path) or path.name for path in matches[:4])
-        more = "" if len(matches) <= 4 else f" and {len(matches) - 4} more"
-        raise AmbiguousSession(f"{reference!r} matches {len(matches)} sessions ({names}{more}); give more of the id")
+        raise AmbiguousSession(_ambiguity(reference, matches))
     return matches[0]
 
 
-def create_session(
-    directory: Path,
-    *,
-    cwd: str,
-    provider: str,
-    model: str,
-    environment_identity: str,
-    durability: Durability = "fsync",
-) -> JournalWriter:
-    """A new journal in ``directory`` (made private), named by its creation time and id, its lock held."""
-    ensure_private_directory(directory)
-    created = now_ms()
-    session_id = uuid7(created)
-    header = HeaderLine(
-        version=WRITER_VERSION,
-        id=session_id,
-        createdAt=created,
-        cwd=cwd,
-        provider=provider,
-        model=model,
-        environmentIdentity=environment_identity,
-    )
-    return JournalWriter.create(directory / journal_name(session_id, created), header, durability=durability)
+def _ambiguity(reference: str, matches: list[Path]) -> str:
+    handles = shortest_handles([session_id_of(path) or "" for path in matches], minimum=len(reference) + 1)
+    shown = ", ".join(handles.get(session_id_of(path) or "", path.name) for path in matches[:4])
+    more = "" if len(matches) <= 4 else f" and {len(matches) - 4} more"
+    return f"{reference!r} fits {len(matches)} sessions ({shown}{more}); give more of it"
+
+
+def open_store(sessions_dir_flag: str | None) -> FileStore:
+    """The store the command line names (today: the file store in the sessions directory)."""
+    return FileStore(sessions_dir(sessions_dir_flag))
+
+
+ProgressCallback = Callable[[int, int], None]

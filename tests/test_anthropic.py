@@ -364,9 +364,15 @@ def test_input_json_pieces_are_joined_then_parsed_strictly() -> None:
     assert "duplicate" in reason
 
 
-def test_a_call_without_input_json_deltas_keeps_the_start_input() -> None:
-    text = _stream(START, *_tool_stream(0, "t1"), _message_delta("tool_use"), STOP)
+@pytest.mark.parametrize("pieces", [(), ("",), ("", "")])
+def test_a_call_without_input_json_keeps_the_start_input(pieces: tuple[str, ...]) -> None:
+    text = _stream(START, *_tool_stream(0, "t1", *pieces), _message_delta("tool_use"), STOP)
     assert _streamed(text).message.calls[0].function.arguments == "{}"
+
+
+def test_input_json_that_is_not_an_object_is_rejected_by_the_seam() -> None:
+    text = _stream(START, *_tool_stream(0, "t1", "[1,", "2]"), _message_delta("tool_use"), STOP)
+    assert _stream_rejected(text).reason == "content[0].input is a list (expected an object)"
 
 
 def test_thinking_and_signature_deltas_are_not_carried() -> None:
@@ -431,7 +437,7 @@ def test_pings_unknown_events_and_extra_members() -> None:
         ),
         (
             [START, _block_start(0, {"type": "text", "text": ""}), _delta(0, {"type": "input_json_delta", "partial_json": "{}"})],
-            'events[2]: a input_json_delta for content block 0, a "text" block',
+            'events[2]: input_json_delta for content block 0, which is a "text" block',
         ),
         (
             [START, _block_start(0, {"type": "text", "text": ""}), _delta(0, {"type": "sparkle_delta"})],

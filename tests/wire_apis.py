@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from conftest import PROJECT_ROOT
 
-from tiny_agent.api.seam import StreamOutcome
+from tiny_agent.api.seam import NormalizedStream
 from tiny_agent.normalize import Accepted, Outcome, Rejected
 from tiny_agent.reducer import parse_message
 from tiny_agent.transcript import AssistantMessage
@@ -54,7 +54,7 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
 
 
 def fixture_record(
-    directory: Path, name: str, whole: Callable[[bytes], Outcome], stream: Callable[[bytes], StreamOutcome]
+    directory: Path, name: str, whole: Callable[[bytes], Outcome], stream: Callable[[bytes], NormalizedStream]
 ) -> dict[str, Any]:
     """What the seam makes of one fixture; a stream also reports its reassembly."""
     body_path = directory / f"{name}{BODY_SUFFIX}"

@@ -30,9 +30,9 @@ from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.seam import (
     DROPPED,
     MISSING,
+    NormalizedStream,
     Reassembly,
     Reject,
-    StreamOutcome,
     assistant_message,
     compact_json,
     counter,
@@ -392,9 +392,12 @@ class _OpenBlock:
         block = dict(self.start)
         if self.kind == "text":
             block["text"] = _text(self.start, self.where) + "".join(self.pieces)
-        elif self.kind == "tool_use" and self.pieces:
-            # No input_json_delta at all leaves the start's input ({} for a call without arguments).
-            block["input"] = parse_json("".join(self.pieces), f"the input_json_delta pieces of {self.where}")
+        elif self.kind == "tool_use":
+            joined = "".join(self.pieces)
+            # No input JSON at all (no delta, or only empty pieces, as for a call
+            # without arguments) leaves the start's input, which is then {}.
+            if joined:
+                block["input"] = parse_json(joined, f"the input_json_delta pieces of {self.where}")
         return block
 
 
@@ -473,7 +476,9 @@ class _Reassembler:
             raise Reject(f"{where}.delta.type is {describe(delta_type)}, not a delta the seam knows")
         belongs = _CARRIED_DELTAS.get(delta_type) or _UNCARRIED_DELTAS[delta_type]
         if belongs != block.kind:
-            raise Reject(f"{where}: a {delta_type} for content block {value['index']}, a {short(block.start.get('type'))} block")
+            raise Reject(
+                f"{where}: {delta_type} for content block {value['index']}, which is a {short(block.start.get('type'))} block"
+            )
         if delta_type not in _CARRIED_DELTAS:
             self._carried(value, {"type": None, "index": None, "delta": DROPPED}, where)
             return
@@ -552,11 +557,11 @@ def reassemble_anthropic_stream(stream: bytes | str) -> Reassembly:
     return Reassembly(body=body, problem=None, event_count=len(events), byte_size=size, not_carried=reassembler.not_carried)
 
 
-def normalize_anthropic_stream(stream: bytes | str) -> StreamOutcome:
+def normalize_anthropic_stream(stream: bytes | str) -> NormalizedStream:
     """Reassemble a Messages event stream and normalize the body; a rejected stream keeps the usage that arrived."""
     reassembly = reassemble_anthropic_stream(stream)
     if reassembly.problem is None:
-        return StreamOutcome(outcome=normalize_anthropic(reassembly.body), reassembly=reassembly)
+        return NormalizedStream(outcome=normalize_anthropic(reassembly.body), reassembly=reassembly)
     derivation, _ = read_usage(reassembly.body)
     rejected = Rejected(reason=reassembly.problem, usage=derivation.usage, derivation=derivation, **_metadata(reassembly.body))
-    return StreamOutcome(outcome=rejected, reassembly=reassembly)
+    return NormalizedStream(outcome=rejected, reassembly=reassembly)

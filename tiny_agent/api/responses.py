@@ -29,9 +29,9 @@ from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.seam import (
     DROPPED,
     MISSING,
+    NormalizedStream,
     Reassembly,
     Reject,
-    StreamOutcome,
     assistant_message,
     counter,
     decode_body,
@@ -387,11 +387,11 @@ def reassemble_responses_stream(stream: bytes | str) -> Reassembly:
     )
 
 
-def normalize_responses_stream(stream: bytes | str) -> StreamOutcome:
+def normalize_responses_stream(stream: bytes | str) -> NormalizedStream:
     """Reassemble a Responses event stream and normalize the body; a rejected stream keeps the usage that arrived."""
     reassembly = reassemble_responses_stream(stream)
     if reassembly.problem is None:
-        return StreamOutcome(outcome=normalize_responses(reassembly.body), reassembly=reassembly)
+        return NormalizedStream(outcome=normalize_responses(reassembly.body), reassembly=reassembly)
     derivation, _ = read_usage(reassembly.body)
     rejected = Rejected(reason=reassembly.problem, usage=derivation.usage, derivation=derivation, **_metadata(reassembly.body))
-    return StreamOutcome(outcome=rejected, reassembly=reassembly)
+    return NormalizedStream(outcome=rejected, reassembly=reassembly)

@@ -204,7 +204,9 @@ class Reassembly(msgspec.Struct, frozen=True):
     """Paths (``events[3].delta``, ``events[0:41]``) of what the body was not built from."""
 
 
-class StreamOutcome(msgspec.Struct, frozen=True):
+class NormalizedStream(msgspec.Struct, frozen=True):
+    """A stream's seam outcome, and how it was reassembled (for audit)."""
+
     outcome: Outcome
     reassembly: Reassembly
 

@@ -111,13 +111,13 @@ class Received:
 
 def raw_response(status: int, content_type: str | None, body: bytes, incomplete: str | None = None) -> RawResponse:
     """Text when the bytes are UTF-8, base64 otherwise; ``incomplete`` says why a body ended early."""
+    ended = msgspec.UNSET if incomplete is None else incomplete
     try:
-        raw = RawResponse(status=status, contentType=content_type, body=body.decode("utf-8"))
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raw = RawResponse(status=status, contentType=content_type, bodyBase64=base64.b64encode(body).decode("ascii"))
-    if incomplete is None:
-        return raw
-    return msgspec.structs.replace(raw, incomplete=incomplete)
+        encoded = base64.b64encode(body).decode("ascii")
+        return RawResponse(status=status, contentType=content_type, bodyBase64=encoded, incomplete=ended)
+    return RawResponse(status=status, contentType=content_type, body=text, incomplete=ended)
 
 
 class Provider(Protocol):

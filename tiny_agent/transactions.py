@@ -11,18 +11,22 @@ from and returns facts ready for ``JournalWriter.commit``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from msgspec import UNSET
 
 from tiny_agent.configuration import Configuration
 from tiny_agent.facts import (
+    AbortPhase,
     AbortRequested,
     AssistantEntry,
+    Completion,
     EntryFact,
     ErrorInfo,
     Fact,
     OperationFinished,
+    OperationKind,
+    Outcome,
     PreExecutionResultEntry,
     RawFact,
     RawResponse,
@@ -38,20 +42,52 @@ from tiny_agent.facts import (
 )
 from tiny_agent.ids import uuid7
 from tiny_agent.settlement import Settlement
-from tiny_agent.state import CompactionOperation, LatestAttempt, RunOperation, SessionState, ToolCallState
+from tiny_agent.state import (
+    AppliedEntry,
+    CompactionOperation,
+    LatestAttempt,
+    RunOperation,
+    SessionState,
+    StepKind,
+    ToolCallState,
+)
 from tiny_agent.tools import ToolDeclaration
-from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage, Usage, UserMessage
+from tiny_agent.transcript import (
+    SYNTHETIC_TEXTS,
+    AssistantMessage,
+    PreExecutionReason,
+    StopReason,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 
 
-def _operation_kind(state: SessionState) -> Literal["run", "compaction"]:
-    return "run" if type(state.operation) is RunOperation else "compaction"
+def _open_operation(state: SessionState) -> RunOperation | CompactionOperation:
+    operation = state.operation
+    if type(operation) is RunOperation or type(operation) is CompactionOperation:
+        return operation
+    raise ValueError("no operation is open")
+
+
+def _operation_kind(state: SessionState) -> OperationKind:
+    return "run" if type(_open_operation(state)) is RunOperation else "compaction"
 
 
 def _step(state: SessionState) -> LatestAttempt:
-    operation = state.operation
-    if type(operation) not in (RunOperation, CompactionOperation) or operation.step is UNSET:  # type: ignore[union-attr]
+    step = _open_operation(state).step
+    if step is UNSET:
         raise ValueError("no step is open")
-    return operation.step  # type: ignore[union-attr,return-value]
+    return step
+
+
+def _tool_call(state: SessionState, assistant_entry_id: str, tool_index: int) -> tuple[AppliedEntry, ToolCall]:
+    entry = state.entries[assistant_entry_id]
+    message = entry.message
+    if type(message) is not AssistantMessage or tool_index >= len(message.calls):
+        raise ValueError(f"entry {assistant_entry_id} has no tool call {tool_index}")
+    return entry, message.calls[tool_index]
 
 
 # -- runs ---------------------------------------------------------------------
@@ -69,13 +105,13 @@ def begin_run(prompt: str) -> list[Fact]:
 def step_attempt(
     state: SessionState, configuration: Configuration, *, attempt: int, context_through: str, step_id: str | None = None
 ) -> list[Fact]:
-    operation = state.operation
-    kind = "assistant" if _operation_kind(state) == "run" else "compaction"
+    operation = _open_operation(state)
+    kind: StepKind = "assistant" if type(operation) is RunOperation else "compaction"
     return [
         RecordFact(
             id="",
             record=StepAttempt(
-                operationId=operation.operationId,  # type: ignore[union-attr]
+                operationId=operation.operationId,
                 stepId=step_id or uuid7(),
                 attemptId=uuid7(),
                 stepKind=kind,
@@ -94,7 +130,7 @@ def raw_response(state: SessionState, raw: RawResponse) -> list[Fact]:
     return [RawFact(id="", operationId=step.operationId, attemptId=step.attemptId, raw=raw)]
 
 
-def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: str, usage: Usage) -> list[Fact]:
+def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: StopReason, usage: Usage) -> list[Fact]:
     step = _step(state)
     return [
         EntryFact(
@@ -102,7 +138,7 @@ def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason
             entry=AssistantEntry(
                 stepId=step.stepId,
                 attemptId=step.attemptId,
-                stopReason=stop_reason,  # type: ignore[arg-type]
+                stopReason=stop_reason,
                 message=message,
             ),
         ),
@@ -153,7 +189,7 @@ def tool_started(
 ) -> list[Fact]:
     """Announce a tool before its effect: after this commit, a crash leaves the call pending, not forgotten."""
     step = _step(state)
-    call = state.entries[assistant_entry_id].message.tool_calls[tool_index]  # type: ignore[union-attr,index]
+    _, call = _tool_call(state, assistant_entry_id, tool_index)
     return [
         RecordFact(
             id=uuid7(),
@@ -207,20 +243,21 @@ def interrupted_result(started: ToolCallState) -> EntryFact:
 
 
 def pre_execution_result(
-    state: SessionState, *, assistant_entry_id: str, tool_index: int, reason: str
+    state: SessionState, *, assistant_entry_id: str, tool_index: int, reason: PreExecutionReason
 ) -> EntryFact:
     """The answer for a call that was never executed (invalid arguments, unknown tool, truncated, aborted)."""
-    record = state.entries[assistant_entry_id]
-    call = record.message.tool_calls[tool_index]  # type: ignore[union-attr,index]
+    entry, call = _tool_call(state, assistant_entry_id, tool_index)
+    if entry.stepId is None:
+        raise ValueError(f"entry {assistant_entry_id} belongs to no step")
     return EntryFact(
         id=uuid7(),
         entry=PreExecutionResultEntry(
-            stepId=record.stepId,  # type: ignore[arg-type]
+            stepId=entry.stepId,
             assistantEntryId=assistant_entry_id,
             toolIndex=tool_index,
             toolName=call.function.name,
             message=ToolMessage(content=SYNTHETIC_TEXTS[reason], tool_call_id=call.id),
-            result=ToolResult(type="synthetic", reason=reason),  # type: ignore[arg-type]
+            result=ToolResult(type="synthetic", reason=reason),
         ),
     )
 
@@ -228,15 +265,15 @@ def pre_execution_result(
 # -- ending -------------------------------------------------------------------
 
 
-def request_abort(state: SessionState, phase: str, tool_call_id: str | None = None) -> list[Fact]:
+def request_abort(state: SessionState, phase: AbortPhase, tool_call_id: str | None = None) -> list[Fact]:
     """Durably ask the open operation to stop, before anything in flight is cancelled."""
     return [
         RecordFact(
             id="",
             record=AbortRequested(
-                operationId=state.operation.operationId,  # type: ignore[union-attr]
+                operationId=_open_operation(state).operationId,
                 operationKind=_operation_kind(state),
-                phase=phase,  # type: ignore[arg-type]
+                phase=phase,
                 toolCallId=UNSET if tool_call_id is None else tool_call_id,
             ),
         )
@@ -245,9 +282,9 @@ def request_abort(state: SessionState, phase: str, tool_call_id: str | None = No
 
 def finish(
     state: SessionState,
-    outcome: str,
+    outcome: Outcome,
     *,
-    completion: str | None = None,
+    completion: Completion | None = None,
     final_entry_id: str | None = None,
     error: tuple[str, str] | None = None,
 ) -> list[Fact]:
@@ -255,10 +292,10 @@ def finish(
         RecordFact(
             id="",
             record=OperationFinished(
-                operationId=state.operation.operationId,  # type: ignore[union-attr]
+                operationId=_open_operation(state).operationId,
                 operationKind=_operation_kind(state),
-                outcome=outcome,  # type: ignore[arg-type]
-                completion=UNSET if completion is None else completion,  # type: ignore[arg-type]
+                outcome=outcome,
+                completion=UNSET if completion is None else completion,
                 finalEntryId=UNSET if final_entry_id is None else final_entry_id,
                 error=UNSET if error is None else ErrorInfo(code=error[0], message=error[1]),
             ),

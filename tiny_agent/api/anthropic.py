@@ -46,6 +46,7 @@ from tiny_agent.api.seam import (
     require_text,
     short,
     stream_text,
+    text_member,
     unkept_paths,
     usage_object,
 )
@@ -221,7 +222,7 @@ def normalize_anthropic(body: Any) -> Outcome:
         message = _rebuild(content)
         final_stop = _agreeing_stop_reason(stop_reason, message)
     except Reject as rejection:
-        return Rejected(reason=_one_line(rejection.reason), usage=derivation.usage, derivation=derivation, **metadata)
+        return Rejected(reason=rejection.reason, usage=derivation.usage, derivation=derivation, **metadata)
     if usage_problem is not None:
         return Rejected(reason=usage_problem, usage=derivation.usage, derivation=derivation, **metadata)
     return Accepted(
@@ -240,8 +241,8 @@ def _metadata(body: Any) -> dict[str, Any]:
     stop = body.get("stop_reason")
     return {
         "finish_reason": stop if type(stop) is str else None,
-        "response_id": body["id"] if type(body.get("id")) is str else None,
-        "model": body["model"] if type(body.get("model")) is str else None,
+        "response_id": text_member(body, "id"),
+        "model": text_member(body, "model"),
     }
 
 
@@ -350,10 +351,6 @@ def _kept_block(block: dict[str, Any]) -> Any:
     if block["type"] == "tool_use":
         return _KEPT_TOOL_USE
     return DROPPED
-
-
-def _one_line(reason: str) -> str:
-    return reason.replace("\r", " ").replace("\n", " ")
 
 
 # == streams ==================================================================
@@ -549,7 +546,7 @@ def reassemble_anthropic_stream(stream: bytes | str) -> Reassembly:
     except Reject as rejection:
         return Reassembly(
             body=reassembler.partial_body(),
-            problem=_one_line(rejection.reason),
+            problem=rejection.reason,
             event_count=len(events),
             byte_size=size,
             not_carried=reassembler.not_carried,

@@ -44,6 +44,7 @@ from tiny_agent.api.seam import (
     require_text,
     short,
     stream_text,
+    text_member,
     unkept_paths,
     usage_object,
 )
@@ -169,7 +170,7 @@ def normalize_responses(body: Any) -> Outcome:
         truncated = _truncated(body)
         message = _rebuild(require_array(body.get("output", MISSING), "output"))
     except Reject as rejection:
-        return Rejected(reason=_one_line(rejection.reason), usage=derivation.usage, derivation=derivation, **metadata)
+        return Rejected(reason=rejection.reason, usage=derivation.usage, derivation=derivation, **metadata)
     if usage_problem is not None:
         return Rejected(reason=usage_problem, usage=derivation.usage, derivation=derivation, **metadata)
     stop_reason: StopReason = "length" if truncated else ("toolUse" if message.tool_calls is not UNSET else "stop")
@@ -192,8 +193,8 @@ def _metadata(body: Any) -> dict[str, Any]:
     finish = reason if status == "incomplete" and type(reason) is str else status
     return {
         "finish_reason": finish if type(finish) is str else None,
-        "response_id": body["id"] if type(body.get("id")) is str else None,
-        "model": body["model"] if type(body.get("model")) is str else None,
+        "response_id": text_member(body, "id"),
+        "model": text_member(body, "model"),
     }
 
 
@@ -311,10 +312,6 @@ def _kept_item(item: dict[str, Any]) -> Any:
     return DROPPED
 
 
-def _one_line(reason: str) -> str:
-    return reason.replace("\r", " ").replace("\n", " ")
-
-
 # == streams ==================================================================
 
 _TERMINAL_STATUS: Final = {
@@ -377,7 +374,7 @@ def reassemble_responses_stream(stream: bytes | str) -> Reassembly:
     except Reject as rejection:
         return Reassembly(
             body=terminal.latest,
-            problem=_one_line(rejection.reason),
+            problem=rejection.reason,
             event_count=len(events),
             byte_size=size,
             not_carried=terminal.not_carried,

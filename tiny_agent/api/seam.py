@@ -35,8 +35,16 @@ class Reject(Exception):
     """Raised inside a seam to stop at the first broken rule; the seam turns it into a Rejected."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+        # A reason quotes wire text (an error message, a parser's complaint): it stays one line.
+        one_line = reason.replace("\r", " ").replace("\n", " ")
+        super().__init__(one_line)
+        self.reason = one_line
+
+
+def text_member(body: Any, key: str) -> str | None:
+    """A string member of the body, for the outcome's metadata (None when absent or not a string)."""
+    value = body.get(key) if type(body) is dict else None
+    return value if type(value) is str else None
 
 
 # -- canonical rules ----------------------------------------------------------

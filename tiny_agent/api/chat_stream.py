@@ -247,6 +247,9 @@ class _Assembler:
         self._choices: dict[int, _Choice] = {}
         self._dropped: dict[str, None] = {}
         """An ordered set of paths."""
+        self._chunk_extras: set[str] = set()
+        self._choice_extras: set[str] = set()
+        """Members already listed as dropped, so a chunk does not build their paths again."""
 
     @property
     def stopped(self) -> bool:
@@ -323,18 +326,19 @@ class _Assembler:
             elif key == "usage":
                 self._take_usage(value)
             elif key == "id":
-                self._id = self._first(self._id, value, "chunks[*].id")
+                self._id = self._first(self._id, value, key)
             elif key == "model":
-                self._model = self._first(self._model, value, "chunks[*].model")
-            else:
+                self._model = self._first(self._model, value, key)
+            elif key not in self._chunk_extras:
+                self._chunk_extras.add(key)
                 self._dropped[f"chunks[*].{key}"] = None
         return chunk
 
-    def _first(self, current: Any, value: Any, path: str) -> Any:
+    def _first(self, current: Any, value: Any, key: str) -> Any:
         if current is None:
             return value
         if value is not None and value != current:
-            self._dropped[path] = None
+            self._dropped[f"chunks[*].{key}"] = None
         return current
 
     def _take_usage(self, usage: Any) -> None:
@@ -366,7 +370,8 @@ class _Assembler:
                         if state.finish_reason is not None and value != state.finish_reason:
                             self._dropped["chunks[*].choices[*].finish_reason"] = None
                         state.finish_reason = value
-                elif key != "index":
+                elif key != "index" and key not in self._choice_extras:
+                    self._choice_extras.add(key)
                     self._dropped[f"chunks[*].choices[*].{key}"] = None
 
     def _merge_delta(self, state: _Choice, delta: Any, position: int) -> None:
@@ -375,14 +380,17 @@ class _Assembler:
         if type(delta) is not dict:
             raise _Reject(f"choices[{position}].delta is {_kind(delta)} (expected an object)")
         message = state.message
-        where: _Where = ("choices", position, "delta")
         for key, value in delta.items():
-            if key == "tool_calls":
-                self._merge_calls(message, value, where)
+            current = message.get(key)
+            if type(current) is _Pieces and type(value) is str:
+                # The common case, a text piece, without the general merge's checks.
+                current.append(value)
+            elif key == "tool_calls":
+                self._merge_calls(message, value, ("choices", position, "delta"))
             elif key == "role":
-                _merge_role(message, value, where)
+                _merge_role(message, value, ("choices", position, "delta"))
             else:
-                _merge_member(message, key, value, where, False, self._dropped)
+                _merge_member(message, key, value, ("choices", position, "delta"), False, self._dropped)
 
     def _merge_calls(self, message: dict[str, Any], calls: Any, where: _Where) -> None:
         if calls is None:

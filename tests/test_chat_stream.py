@@ -437,6 +437,15 @@ def test_a_body_that_is_plain_json_is_no_stream() -> None:
     assert rejection_of((WIRE / "openai-stop.json").read_text()).reason.startswith("the stream has no events")
 
 
+def test_an_object_where_an_identifier_belongs_is_kept_whole() -> None:
+    call = {"index": 0, "id": "a", "type": {"kind": "function"}, "function": {"name": "f", "arguments": ""}}
+    outcome = reassemble(sse(delta({"role": "assistant", "tool_calls": [call]}), delta({"tool_calls": [call]}, "tool_calls")))
+    assert isinstance(outcome, Reassembled)
+    assert outcome.body["choices"][0]["message"]["tool_calls"][0]["type"] == {"kind": "function"}
+    assert outcome.dropped == []
+    assert seam_view(outcome.body)["rejected"] == 'choices[0].message.tool_calls[0].type is an object (expected "function")'
+
+
 def test_nesting_too_deep_to_merge_is_a_rejection_not_an_exception() -> None:
     deep = "[" * 900 + "]" * 900
     arguments = '{"a":' * 950 + "1" + "}" * 950
@@ -478,6 +487,31 @@ def test_live_view_announces_pending_calls_at_done_and_shows_nothing_after_a_rej
         delta({"role": "assistant", "content": "a"}), call, {"error": {"message": "x"}}, delta({"content": "never"}, "stop")
     )
     assert live(parse_events(rejected)) == [ShownText(text="a")]
+
+
+def test_live_view_revises_interleaved_calls_only_at_the_end() -> None:
+    def head(index: int, arguments: str) -> dict[str, Any]:
+        return delta({"tool_calls": [{"index": index, "id": f"c{index}", "function": {"name": "f", "arguments": arguments}}]})
+
+    def piece(index: int, arguments: str) -> dict[str, Any]:
+        return delta({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
+
+    text = sse(head(0, "{"), head(1, "["), piece(0, "}"), head(2, "1"), piece(1, "]"), delta({}, "tool_calls"))
+    view = LiveChatView()
+    steps = [view.push(event) for event in parse_events(text)]
+    assert steps == [
+        [],
+        [ShownToolCall(index=0, id="c0", name="f", arguments="{")],
+        [],
+        [ShownToolCall(index=1, id="c1", name="f", arguments="[")],
+        [],
+        [
+            ShownToolCall(index=2, id="c2", name="f", arguments="1"),
+            ShownToolCall(index=0, id="c0", name="f", arguments="{}", revised=True),
+            ShownToolCall(index=1, id="c1", name="f", arguments="[]", revised=True),
+        ],
+        [],
+    ]
 
 
 def test_live_view_shows_only_choice_0() -> None:
@@ -665,8 +699,9 @@ def test_any_text_at_all_reassembles_or_is_rejected(lines: list[tuple[str, str]]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text())
+@given(st.text(st.characters(exclude_categories=())))
 def test_any_unicode_text_reassembles_or_is_rejected(text: str) -> None:
+    # Surrogates included: a str from anywhere, not only from valid UTF-8.
     check_total(text)
 
 

@@ -152,7 +152,7 @@ class LiveChatView:
             return []
         chunk = assembler.push(event)
         if assembler.done:
-            return self._announce_pending()
+            return self._announce_at_end()
         if chunk is None:
             return []
         shown: list[Shown] = []
@@ -166,7 +166,7 @@ class LiveChatView:
             for call in delta.get("tool_calls") or ():
                 self._saw_call(call["index"], shown)
             if choice.get("finish_reason") is not None:
-                shown.extend(self._announce_pending())
+                shown.extend(self._announce_at_end())
         return shown
 
     def _saw_call(self, index: int, shown: list[Shown]) -> None:
@@ -180,8 +180,13 @@ class LiveChatView:
 
     def _announce_pending(self) -> list[Shown]:
         shown: list[Shown] = [self._call(index, revised=False) for index in self._pending]
-        shown.extend(self._call(index, revised=True) for index in sorted(self._revised))
         self._pending = []
+        return shown
+
+    def _announce_at_end(self) -> list[Shown]:
+        """The call still pending, then every call that changed after it was announced (only the end is sure)."""
+        shown = self._announce_pending()
+        shown.extend(self._call(index, revised=True) for index in sorted(self._revised))
         self._revised = set()
         return shown
 
@@ -459,7 +464,9 @@ def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, 
 
 
 def _started(key: str, value: Any, where: _Where, deep: bool, dropped: dict[str, None]) -> Any:
-    if type(value) is str and key not in _KEEP_FIRST:
+    if key in _KEEP_FIRST:
+        return value
+    if type(value) is str:
         return _Pieces((value,))
     if deep and type(value) is dict:
         members = _Members()

@@ -38,7 +38,9 @@ def workspace(tmp_path, monkeypatch) -> Path:
 
 
 def run_prompt(capsys, server: LoopbackServer, *extra: str, prompt: str = "What is this project?") -> tuple[int, str, str]:
-    return call(capsys, "run", prompt, "--base-url", server.base_url, "--model", "test/model", "--durability", "process", *extra)
+    """One run against the loopback server, without transport retries (tests of retries pass --retries)."""
+    flags = ["--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "1"]
+    return call(capsys, "run", prompt, *flags, *extra)
 
 
 def only_session(workspace: Path) -> Path:
@@ -139,11 +141,10 @@ def test_json_output_and_continuing_an_idle_session(capsys, workspace):
         (Reply(body=b"<html>502 Bad Gateway</html>", content_type="text/html"), "not JSON"),
         (Reply(body=replies.body({"role": "assistant", "content": [{"type": "text", "text": "hi"}]})), "content is a list"),
         (Reply(body=replies.body({"role": "assistant", "content": "   "})), "without an answer"),
-        (Reply(body=replies.body({"role": "assistant", "content": "It is a proj"}, finish="length")), "cut off"),
         (Reply(body=replies.body({"role": "assistant", "content": ""}, finish="content_filter")), "content_filter"),
         (Reply(body=b"\xff\xfe not utf-8"), "not UTF-8"),
     ],
-    ids=["500", "401", "in-band-error", "html", "content-list", "blank-answer", "length-without-calls", "filtered", "binary"],
+    ids=["500", "401", "in-band-error", "html", "content-list", "blank-answer", "filtered", "binary"],
 )
 def test_bad_responses_fail_the_run_durably(capsys, workspace, reply, reason):
     with LoopbackServer([reply]) as server:
@@ -161,6 +162,22 @@ def test_bad_responses_fail_the_run_durably(capsys, workspace, reply, reason):
     stored = base64.b64decode(raw.bodyBase64) if raw.body is msgspec.UNSET else raw.body.encode("utf-8")
     assert stored == reply.body, "the raw fact must hold the body exactly as received"
     assert "stepFailed" in path.read_text()
+
+
+def test_a_cut_off_answer_is_kept_shown_and_marked(capsys, workspace):
+    cut = Reply(body=replies.body({"role": "assistant", "content": "It is a proj"}, finish="length"))
+    with LoopbackServer([cut]) as server:
+        code, out, err = run_prompt(capsys, server)
+    assert code == 1
+    assert out == "It is a proj\n"
+    assert "cut off by the model's token limit" in err
+    path = only_session(workspace)
+    state = read_journal(path)
+    assert state.transcript[-1].content == "It is a proj"
+    text = path.read_text()
+    assert '"stopReason":"length"' in text
+    assert '"code":"length_without_calls"' in text
+    assert_provider_valid(path)
 
 
 def test_timeout_and_hang_up_fail_without_a_raw_fact(capsys, workspace):

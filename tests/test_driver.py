@@ -13,11 +13,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
 import replies
 from builders import header
+
 from tiny_agent import recovery
-from tiny_agent.agent import Driver, Runtime
+from tiny_agent.agent import Driver, Policy, Runtime
 from tiny_agent.configuration import Configuration
 from tiny_agent.journal import JournalWriter, raw_facts, read_journal
 from tiny_agent.provider import FakeProvider, FakeReply, WireRequest
@@ -26,7 +26,7 @@ from tiny_agent.state import IdleOperation
 from tiny_agent.toolbox import ToolBox
 
 
-def _driver(tmp_path: Path, script: list[FakeReply]) -> tuple[Driver, FakeProvider]:
+def _driver(tmp_path: Path, script: list[FakeReply], policy: Policy = Policy(retry_wait=0.01)) -> tuple[Driver, FakeProvider]:
     workspace = tmp_path / "work"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Example\n")
@@ -39,7 +39,7 @@ def _driver(tmp_path: Path, script: list[FakeReply]) -> tuple[Driver, FakeProvid
         environment_identity=str(workspace),
     )
     provider = FakeProvider(script)
-    runtime = Runtime(configuration, toolbox, lambda: provider)
+    runtime = Runtime(configuration, toolbox, lambda: provider, policy=policy)
     writer = JournalWriter.create(tmp_path / "s.jsonl", header(), durability="process")
     return Driver(writer, runtime), provider
 
@@ -72,16 +72,31 @@ def test_a_tool_round_trip(tmp_path: Path) -> None:
     assert state.sealed
 
 
-def test_a_transport_failure_fails_the_step_durably(tmp_path: Path) -> None:
-    driver, _ = _driver(tmp_path, [FakeReply(status=0, breaks_off="connect")])
+def test_a_transport_failure_is_retried_then_fails_the_step_durably(tmp_path: Path) -> None:
+    refused = FakeReply(status=0, breaks_off="connect")
+    driver, provider = _driver(tmp_path, [refused, refused, refused])
     result = driver.run("Hello?")
     driver.writer.close()
     assert result.status == "failed"
     assert "scripted failure" in (result.reason or "")
+    assert len(provider.requests) == 3
     text = driver.writer.path.read_text()
-    assert '"code":"provider_connect"' in text
+    assert text.count('"type":"stepAttempt"') == 3
+    assert text.count('"code":"provider_connect"') == 1
     assert not list(raw_facts(driver.writer.path))
     assert type(read_journal(driver.writer.path).operation) is IdleOperation
+
+
+def test_a_rate_limit_is_retried_after_its_raw_response_is_journaled(tmp_path: Path) -> None:
+    limited = FakeReply(status=429, body=b'{"error":{"message":"slow down"}}', retry_after="0")
+    driver, provider = _driver(tmp_path, [limited, _fake(replies.answer("Fine.").body)])
+    result = driver.run("Hello?")
+    driver.writer.close()
+    assert (result.status, result.final) == ("completed", "Fine.")
+    assert len(provider.requests) == 2
+    statuses = [raw.raw.status for _, raw in raw_facts(driver.writer.path)]
+    assert statuses == [429, 200]
+    assert '"attempt":2' in driver.writer.path.read_text()
 
 
 def test_an_http_error_is_journaled_raw_then_fails_the_step(tmp_path: Path) -> None:

@@ -19,22 +19,30 @@ interrupt during planning is reconciled too.
 
 from __future__ import annotations
 
+import random
 import signal
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 from msgspec import UNSET
 
 from tiny_agent import failpoints, transactions
+from tiny_agent.api.anthropic import anthropic_request
+from tiny_agent.api.chat import chat_request
+from tiny_agent.api.request import RequestOptions, WireRequest
+from tiny_agent.api.responses import responses_request
 from tiny_agent.configuration import Configuration, environment_identity
 from tiny_agent.facts import Fact, RawResponse
 from tiny_agent.journal import JournalWriter, find_raw
-from tiny_agent.provider import Provider, ProviderConfig, Received, TransportError, WireRequest
+from tiny_agent.provider import Provider, Received, Timeouts, TransportError, raw_response
 from tiny_agent.recovery import (
+    RETRYABLE_STATUSES,
     AppendSynthetic,
     Blocked,
     CloseAttempt,
@@ -48,13 +56,60 @@ from tiny_agent.recovery import (
     explain,
     plan_recovery,
 )
+from tiny_agent.redact import Secrets, redact_bytes, redact_text
 from tiny_agent.settlement import settlement
-from tiny_agent.state import CompactionOperation, RunOperation, SessionState, ToolCallState
-from tiny_agent.toolbox import ToolBox
-from tiny_agent.transcript import ChatMessage, SystemMessage
+from tiny_agent.state import (
+    CompactionOperation,
+    ConfigurationSnapshot,
+    IdleOperation,
+    RunOperation,
+    SessionState,
+    ToolCallState,
+)
+from tiny_agent.toolbox import Approver, ToolBox
+from tiny_agent.tools import ToolSpec
+from tiny_agent.transcript import Message
+
+if TYPE_CHECKING:
+    from tiny_agent.profiles import Endpoint
 
 Status = Literal["completed", "failed", "aborted", "blocked", "idle"]
 Signal = Literal["interrupt", "terminate"]
+Api = Literal["chat", "anthropic", "responses"]
+
+RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
+REQUEST_BUILDERS: dict[str, RequestBuilder] = {
+    "chat": chat_request,
+    "anthropic": anthropic_request,
+    "responses": responses_request,
+}
+
+
+class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How a run talks to the model: streaming, the token cap, retries, and the step limit."""
+
+    stream: bool = False
+    stream_usage: bool = True
+    """Chat Completions: ask for usage in the stream (``stream_options.include_usage``)."""
+    max_tokens: int | None = None
+    max_attempts: int = 3
+    """Attempts per model step, transport retries included."""
+    retry_wait: float = 1.0
+    """The first backoff, doubled per retry, with jitter; ``Retry-After`` wins when the provider sends it."""
+    retry_wait_cap: float = 30.0
+    retry_after_cap: float = 120.0
+    max_steps: int = 50
+    """Model steps per run; at the limit the run stops inside the contract."""
+
+
+class Display(Protocol):
+    """What a terminal shows while a run is live (the CLI supplies one; nothing is shown without it)."""
+
+    def model_started(self, api: str, streamed: bool) -> None: ...
+
+    def model_bytes(self, chunk: bytes) -> None: ...
+
+    def model_finished(self) -> None: ...
 
 
 class DriveResult(msgspec.Struct):
@@ -67,6 +122,10 @@ class DriveResult(msgspec.Struct):
     """How many planned actions this drive carried out (0: there was nothing to do)."""
     stopped_by: Signal | None = None
     """A signal (Ctrl-C, SIGTERM) stopped it, as opposed to an abort asked for up front."""
+    cut_off: bool = False
+    """The final answer was cut off by the token limit (``final`` holds what there is; the run failed)."""
+    step_limit: bool = False
+    """The run stopped at the step limit."""
 
     @property
     def interrupted(self) -> bool:
@@ -81,9 +140,18 @@ class Runtime:
         configuration: Configuration,
         toolbox: ToolBox,
         connect: Callable[[], Provider] | None,
+        *,
+        api: Api = "chat",
+        policy: Policy = Policy(),
+        secrets: Secrets | None = None,
+        display: Display | None = None,
     ) -> None:
         self.configuration = configuration
         self.toolbox = toolbox
+        self.api = api
+        self.policy = policy
+        self.secrets = secrets or Secrets(())
+        self.display = display
         self._connect = connect
         self._provider: Provider | None = None
 
@@ -92,7 +160,18 @@ class Runtime:
             configurationDigest=self.configuration.digest,
             environmentIdentity=self.configuration.environment_identity,
             tools=list(self.configuration.tools),
+            maxAttempts=self.policy.max_attempts,
+            maxSteps=self.policy.max_steps,
         )
+
+    def request(self, context: Sequence[Message]) -> WireRequest:
+        """The request for the model to see ``context`` next, in this runtime's wire API."""
+        configuration = self.configuration
+        options = RequestOptions(
+            max_tokens=self.policy.max_tokens, stream=self.policy.stream, stream_usage=self.policy.stream_usage
+        )
+        build = REQUEST_BUILDERS[self.api]
+        return build(configuration.model, configuration.system_prompt, context, self.toolbox.specs(), options)
 
     def provider(self) -> Provider:
         """The provider, connected on first use (a recovery may never need one)."""
@@ -123,6 +202,11 @@ class Driver:
         self._last_outcome: str | None = None
         self._last_raw: tuple[str, RawResponse] | None = None
         """The newest raw fact this process committed, so settling it needs no read of the journal."""
+        self._last_received: Received | None = None
+        self._retry_reason: str | None = None
+        """Why the next attempt is a retry (shown with the wait)."""
+        self._cut_off = False
+        self._step_limit = False
 
     @property
     def state(self) -> SessionState:
@@ -199,6 +283,8 @@ class Driver:
 
     def _start_step(self, plan: StartStep) -> None:
         provider = self.runtime.provider()  # a configuration problem stops here, before anything is written
+        if plan.attempt > 1:
+            self._wait_before_retry(plan.attempt)
         facts = transactions.step_attempt(
             self.state,
             self.runtime.configuration,
@@ -208,38 +294,80 @@ class Driver:
         )
         self._commit(facts, "step-attempt")
         self._phase = ("model", None)
-        received = Received()
+        request = self.runtime.request(self.state.activeContext)
+        display = self.runtime.display
+        received = Received(on_bytes=display.model_bytes if display is not None else None)
+        self._last_received = received
+        if display is not None:
+            display.model_started(self.runtime.api, request.stream)
         try:
-            provider.send(self._request(), received)
+            provider.send(request, received)
         except TransportError as error:
-            self._failure = error.message
-            code = f"provider_{error.kind}"
-            self._commit(transactions.fail_step(self.state, code, error.message, None), "step-failed")
+            self._transport_failed(error, plan.attempt)
             return
         except KeyboardInterrupt:
             self._keep_partial(received)
             raise
-        self._commit_raw(received.to_raw())
+        finally:
+            if display is not None:
+                display.model_finished()
+        self._commit_raw(received)
+        self._note_retryable(received, plan.attempt)
+
+    def _transport_failed(self, error: TransportError, attempt: int) -> None:
+        """No response at all: retry while attempts remain (the planner says so), else fail the step."""
+        message = redact_text(error.message, self.runtime.secrets)[0]
+        if error.retryable and attempt < self.runtime.policy.max_attempts:
+            self._retry_reason = message
+            return
+        self._failure = message
+        self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", message, None), "step-failed")
+
+    def _note_retryable(self, received: Received, attempt: int) -> None:
+        status = received.status
+        if status is not None and status in RETRYABLE_STATUSES and attempt < self.runtime.policy.max_attempts:
+            self._retry_reason = f"HTTP {status}"
+
+    def _wait_before_retry(self, attempt: int) -> None:
+        policy = self.runtime.policy
+        seconds = _retry_after(self._last_received, policy.retry_after_cap)
+        if seconds is None:
+            seconds = min(policy.retry_wait * 2 ** (attempt - 2), policy.retry_wait_cap) * random.uniform(0.5, 1.0)
+        why = self._retry_reason or "the previous attempt got no usable answer"
+        self.report(f"{why}; waiting {seconds:.1f} s before attempt {attempt} of {policy.max_attempts}")
+        self._retry_reason = None
+        time.sleep(seconds)
 
     def _keep_partial(self, received: Received) -> None:
         """Ctrl-C during a request: what arrived is still journaled (the abort is already on record)."""
         if not received.has_response:
             return
         received.incomplete = received.incomplete or "interrupted by the user"
-        self._commit_raw(received.to_raw())
+        self._commit_raw(received)
 
-    def _commit_raw(self, raw: RawResponse) -> None:
+    def _commit_raw(self, received: Received) -> None:
+        """Journal the response as received, secrets replaced by a marker (and counted) first."""
+        if received.status is None:
+            raise ValueError("no response arrived")
+        body, redactions = redact_bytes(received.body(), self.runtime.secrets)
+        raw = raw_response(received.status, received.content_type, body, received.incomplete, redactions)
         facts = transactions.raw_response(self.state, raw)
         self._commit(facts, "raw")
         self._last_raw = (facts[0].id, raw)
 
     def _settle_from_raw(self, plan: SettleFromRaw) -> None:
         """Turn the attempt's stored response into its settling transaction (the same live and on resume)."""
-        decided = settlement(self._stored_raw(plan.rawId))
+        decided = settlement(self._stored_raw(plan.rawId), self._attempt_snapshot().adapterIdentity)
         if decided.failure is not None:
             self._failure = decided.failure[1]
         facts, label = transactions.settle(self.state, decided)
         self._commit(facts, label)
+
+    def _attempt_snapshot(self) -> ConfigurationSnapshot:
+        operation = self.state.operation
+        if isinstance(operation, IdleOperation) or operation.step is UNSET:
+            raise AssertionError("settling needs an open attempt")
+        return operation.step.configurationSnapshot
 
     def _stored_raw(self, raw_id: str) -> RawResponse:
         if self._last_raw is not None and self._last_raw[0] == raw_id:
@@ -261,7 +389,8 @@ class Driver:
         failpoints.maybe_crash(f"before-tool:{started.toolName}")
         outcome = self.runtime.toolbox.execute(started.toolName, started.arguments)
         failpoints.maybe_crash(f"after-tool:{started.toolName}")
-        self._commit(transactions.tool_result(started, outcome.content, outcome.ok), "tool-result")
+        content = redact_text(outcome.content, self.runtime.secrets)[0]
+        self._commit(transactions.tool_result(started, content, outcome.ok), "tool-result")
 
     def _announce_tool(self, plan: StartTool) -> ToolCallState | None:
         """Commit ``toolStarted`` for a call about to run; None (and a synthetic answer) when its arguments do not fit."""
@@ -313,14 +442,16 @@ class Driver:
         state = self.state
         if plan.outcome == "completed" and plan.completion == "normal":
             final = state.entries[_required(plan.finalEntryId)]
+            message = final.message
+            self._final = message.content if message is not None and isinstance(message.content, str) else None
             if final.stopReason == "length":
-                # Not committable as completed (session-v2 §18 P5): the answer was cut off.
+                # Not committable as completed (session-v2 §18 P5): the answer was cut off.  The
+                # transcript keeps what the model wrote; the run ends failed, saying why.
                 self._failure = "the model's answer was cut off by its token limit"
+                self._cut_off = True
                 self._commit(transactions.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
                 self._last_outcome = "failed"
                 return
-            message = final.message
-            self._final = message.content if message is not None and isinstance(message.content, str) else None
         facts = transactions.finish(
             state,
             plan.outcome,
@@ -330,19 +461,6 @@ class Driver:
         )
         self._commit(facts, "finish")
         self._last_outcome = plan.outcome
-
-    # -- provider request ------------------------------------------------------
-
-    def _request(self) -> WireRequest:
-        configuration = self.runtime.configuration
-        system = configuration.system_prompt
-        context: list[ChatMessage] = list(self.state.activeContext)
-        messages = [SystemMessage(content=system), *context] if system else context
-        payload: dict[str, Any] = {"model": configuration.model, "messages": messages}
-        tools = [spec.to_wire() for spec in self.runtime.toolbox.specs()]
-        if tools:
-            payload["tools"] = tools
-        return WireRequest(path="/chat/completions", body=msgspec.json.encode(payload))
 
     # -- interruption ------------------------------------------------------------
 
@@ -393,10 +511,18 @@ class Driver:
         if outcome == "completed":
             return DriveResult(status="completed", final=self._final, actions=actions)
         if outcome == "aborted" or self.stopped_by is not None:
-            reason = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
-            return DriveResult(status="aborted", reason=reason[self.stopped_by], actions=actions, stopped_by=self.stopped_by)
+            why = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
+            return DriveResult(status="aborted", reason=why[self.stopped_by], actions=actions, stopped_by=self.stopped_by)
         if outcome == "failed" or self._failure:
-            return DriveResult(status="failed", reason=self._failure or "the model step failed", actions=actions)
+            final = self._final if self._cut_off else None
+            return DriveResult(
+                status="failed",
+                reason=self._failure or "the model step failed",
+                actions=actions,
+                final=final,
+                cut_off=self._cut_off,
+                step_limit=self._step_limit,
+            )
         return DriveResult(status="idle", actions=actions)
 
 
@@ -406,17 +532,55 @@ def _required(value: str | msgspec.UnsetType) -> str:
     return value
 
 
-def build_runtime(provider: ProviderConfig, *, system_prompt: str, cwd: Path, allow_bash: bool = False) -> Runtime:
-    """The runtime for a session driven from ``cwd`` against ``provider``."""
-    toolbox = ToolBox(cwd, allow_bash=allow_bash)
+def _retry_after(received: Received | None, cap: float) -> float | None:
+    """The wait a ``Retry-After`` header asks for (seconds, or an HTTP date), capped; None without one."""
+    value = received.retry_after if received is not None else None
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(text), cap)
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return min(max(0.0, moment.timestamp() - time.time()), cap)
+
+
+def build_runtime(
+    endpoint: Endpoint,
+    *,
+    system_prompt: str,
+    cwd: Path,
+    allow_bash: bool = False,
+    allow_write: bool = False,
+    approve: Approver | None = None,
+    protected: Sequence[Path] = (),
+    policy: Policy = Policy(),
+    timeouts: Timeouts = Timeouts(),
+    display: Display | None = None,
+) -> Runtime:
+    """The runtime for a session driven from ``cwd`` against ``endpoint``."""
+    toolbox = ToolBox(cwd, allow_bash=allow_bash, allow_write=allow_write, approve=approve, protected=protected)
+    output_options: dict[str, object] = {} if policy.max_tokens is None else {"maxTokens": policy.max_tokens}
     configuration = Configuration(
-        model=provider.model,
+        model=endpoint.model,
         system_prompt=system_prompt,
         tools=[spec.declaration() for spec in toolbox.specs()],
-        routing_identity=provider.routing_identity,
+        routing_identity=endpoint.routing_identity,
         environment_identity=environment_identity(cwd),
+        adapter_identity=endpoint.adapter_identity,
+        output_options=output_options,
     )
-    return Runtime(configuration, toolbox, provider.connect)
+    secrets = endpoint.secrets()
+
+    def connect() -> Provider:
+        from tiny_agent.provider import HttpxProvider
+
+        endpoint.require_key()
+        return HttpxProvider(endpoint, secrets, timeouts)
+
+    return Runtime(configuration, toolbox, connect, api=endpoint.api, policy=policy, secrets=secrets, display=display)
 
 
-__all__ = ["DriveResult", "Driver", "Runtime", "build_runtime"]
+__all__ = ["DriveResult", "Driver", "Policy", "Runtime", "build_runtime"]

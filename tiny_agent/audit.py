@@ -40,8 +40,9 @@ from tiny_agent.facts import (
     UserEntry,
 )
 from tiny_agent.journal import facts, read_journal
-from tiny_agent.normalize import Accepted, normalize_body
-from tiny_agent.settlement import Settlement, settlement
+from tiny_agent.normalize import Accepted
+from tiny_agent.recovery import RETRYABLE_STATUSES
+from tiny_agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived
 from tiny_agent.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 
 Settled = Literal["assistant", "failed", "aborted", "retried", "open"]
@@ -61,6 +62,17 @@ class ResponseAudit(msgspec.Struct):
     derivation: str | None = None
     cost: float | None = None
     dropped: list[str] = msgspec.field(default_factory=list)
+    api: str = "chat"
+    adapters: list[str] = msgspec.field(default_factory=list)
+    """The quirk adapters the attempt recorded (``name@version``), in the order they ran."""
+    adapted: list[str] = msgspec.field(default_factory=list)
+    """What each adapter changed: ``adapter: path: what``."""
+    stream: StreamFacts | None = None
+    """For a streamed response: its events, bytes, and what reassembly did not carry."""
+    redactions: int = 0
+    """Secrets replaced by a marker in the body before it was journaled."""
+    incomplete: str | None = None
+    """Why the body ended early, when it did."""
 
 
 class AttemptAudit(msgspec.Struct):
@@ -72,6 +84,7 @@ class AttemptAudit(msgspec.Struct):
     model: str
     configurationDigest: str
     systemPromptDigest: str
+    adapterIdentity: str
     contextThroughEntryId: str
     requestMessages: int
     requestDigest: str
@@ -152,7 +165,10 @@ def audit(path: Path) -> AuditReport:
             walk.fact(fact, line)
     attempts = list(walk.attempts.values())
     for attempt in attempts:
-        _finish_attempt(attempt, walk.raw_bodies.get(attempt.attemptId), walk.canonical.get(attempt.attemptId))
+        attempt_id = attempt.attemptId
+        _finish_attempt(
+            attempt, walk.raw_bodies.get(attempt_id), walk.canonical.get(attempt_id), walk.derivations.get(attempt_id)
+        )
     dropped = Counter(path for attempt in attempts if attempt.response for path in attempt.response.dropped)
     costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
     return AuditReport(
@@ -182,6 +198,8 @@ class _Walk:
         self.tools: dict[str, ToolAudit] = {}
         self.synthetic: list[ToolAudit] = []
         self.canonical: dict[str, AssistantMessage] = {}
+        self.derivations: dict[str, Derivation] = {}
+        self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
 
     def fact(self, fact: Fact, line: int) -> None:
         match fact:
@@ -193,9 +211,12 @@ class _Walk:
                 attempt = self.attempts[fact.attemptId]
                 attempt.usage = attempt.usage + fact.usage
             case RawFact():
+                attempt = self.attempts[fact.attemptId]
                 self.raw_bodies[fact.attemptId] = fact
                 self.raw_lines[fact.attemptId] = line
-                self.attempts[fact.attemptId].response = _response(fact, line)
+                derivation = derive(fact.raw, attempt.adapterIdentity)
+                self.derivations[fact.attemptId] = derivation
+                attempt.response = _response(fact, line, derivation)
 
     def _entry(self, entry: Entry) -> None:
         match entry:
@@ -246,9 +267,9 @@ class _Walk:
                 )
 
     def _attempt(self, record: StepAttempt) -> None:
-        if record.attempt == 2:
+        if record.attempt > 1:
             first = self.first_attempt_of_step[record.stepId]
-            first.settled = "retried"
+            self.latest_attempt_of_step[record.stepId].settled = "retried"
             messages, digest = first.requestMessages, first.requestDigest
         else:
             messages, digest = self.context.count, self.context.digest()
@@ -262,15 +283,17 @@ class _Walk:
             model=snapshot.model,
             configurationDigest=record.configurationDigest,
             systemPromptDigest=snapshot.systemPromptDigest,
+            adapterIdentity=snapshot.adapterIdentity,
             contextThroughEntryId=record.contextThroughEntryId,
             requestMessages=messages,
             requestDigest=digest,
         )
         self.attempts[record.attemptId] = attempt
         self.first_attempt_of_step.setdefault(record.stepId, attempt)
+        self.latest_attempt_of_step[record.stepId] = attempt
 
 
-def _response(fact: RawFact, line: int) -> ResponseAudit:
+def _response(fact: RawFact, line: int, derivation: Derivation) -> ResponseAudit:
     raw = fact.raw
     text = raw.body if raw.body is not UNSET else None
     if text is not None:
@@ -278,11 +301,20 @@ def _response(fact: RawFact, line: int) -> ResponseAudit:
     else:
         encoded = "" if raw.bodyBase64 is UNSET else raw.bodyBase64
         size = (len(encoded) * 3) // 4
-    response = ResponseAudit(rawId=fact.id, line=line, status=raw.status, contentType=raw.contentType, bytes=size)
-    if text is None:
-        response.seam = "rejected: body is not UTF-8 text"
-        return response
-    outcome = normalize_body(text)
+    response = ResponseAudit(
+        rawId=fact.id,
+        line=line,
+        status=raw.status,
+        contentType=raw.contentType,
+        bytes=size,
+        api=derivation.api,
+        adapters=list(derivation.adapters),
+        adapted=[f"{change.adapter}: {change.path}: {change.detail}" for change in derivation.changes],
+        stream=derivation.stream,
+        redactions=0 if raw.redactions is UNSET else raw.redactions,
+        incomplete=None if raw.incomplete is UNSET else raw.incomplete,
+    )
+    outcome = derivation.outcome
     response.responseId = outcome.response_id
     response.model = outcome.model
     response.finishReason = outcome.finish_reason
@@ -296,17 +328,12 @@ def _response(fact: RawFact, line: int) -> ResponseAudit:
     return response
 
 
-def _finish_attempt(attempt: AttemptAudit, raw: RawFact | None, canonical: AssistantMessage | None) -> None:
+def _finish_attempt(
+    attempt: AttemptAudit, raw: RawFact | None, canonical: AssistantMessage | None, derivation: Derivation | None
+) -> None:
     """Notes for attempts without a usable response, and the drift check for the others."""
-    if raw is None:
-        if attempt.settled == "retried":
-            attempt.notes.append("no response on record: closed by a retry (attempt 2)")
-        elif attempt.settled == "open":
-            attempt.notes.append("no response on record and not settled (a crash before the response landed)")
-        elif attempt.settled == "failed":
-            attempt.notes.append("no response on record (the request itself failed, or a v2 journal)")
-        else:
-            attempt.notes.append("no response on record (a v2 journal keeps none)")
+    if raw is None or derivation is None:
+        _note_missing_response(attempt)
         return
     if attempt.settled == "open":
         attempt.notes.append("response on record but never settled: `tiny-agent resume` settles it without a new request")
@@ -314,7 +341,43 @@ def _finish_attempt(attempt: AttemptAudit, raw: RawFact | None, canonical: Assis
     if attempt.settled == "aborted":
         attempt.notes.append("closed by an abort after its response landed; not settled from it")
         return
-    attempt.drift.extend(_differences(attempt, canonical, settlement(raw.raw)))
+    if attempt.settled == "retried":
+        retryable = raw.raw.status in RETRYABLE_STATUSES
+        why = "asks to try again later" if retryable else "is not one that asks to try again (a retry it did not need)"
+        attempt.notes.append(f"retried: HTTP {raw.raw.status} {why}")
+        return
+    if not derivation.recognised:
+        identity = attempt.adapterIdentity
+        attempt.notes.append(f"adapterIdentity {identity!r} is not one this version wrote: re-derived as plain chat")
+    expected = settle_derived(raw.raw, derivation)
+    if _settled_by_older_length_rule(attempt, expected):
+        attempt.notes.append("failed as cut off by an older rule; today the cut-off answer is kept and the run then fails")
+        return
+    attempt.drift.extend(_differences(attempt, canonical, expected))
+
+
+def _note_missing_response(attempt: AttemptAudit) -> None:
+    if attempt.settled == "retried":
+        attempt.notes.append(f"no response on record: closed by a retry (attempt {attempt.attempt + 1})")
+    elif attempt.settled == "open":
+        attempt.notes.append("no response on record and not settled (a crash before the response landed)")
+    elif attempt.settled == "failed":
+        attempt.notes.append("no response on record (the request itself failed, or a v2 journal)")
+    else:
+        attempt.notes.append("no response on record (a v2 journal keeps none)")
+
+
+def _settled_by_older_length_rule(attempt: AttemptAudit, expected: Settlement) -> bool:
+    """Journals written before cut-off answers were kept failed the step instead; that is not drift."""
+    message = expected.message
+    return (
+        attempt.settled == "failed"
+        and attempt.failure is not None
+        and attempt.failure.startswith("length_without_calls:")
+        and expected.stop_reason == "length"
+        and message is not None
+        and message.tool_calls is UNSET
+    )
 
 
 def _differences(attempt: AttemptAudit, canonical: AssistantMessage | None, expected: Settlement) -> list[str]:

@@ -19,15 +19,26 @@ from tiny_agent.tools import ToolDeclaration
 
 ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
 ADAPTER_IDENTITY: Final = "chat-completions:v1"
+"""Plain Chat Completions with no quirk adapters: what every journal held before profiles existed."""
+
 
 class Configuration(msgspec.Struct, frozen=True):
-    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest."""
+    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest.
+
+    ``adapter_identity`` names the wire API and the quirk adapters (with their
+    versions), ``routing_identity`` the profile, base URL and model, and
+    ``output_options`` what shapes the answer (the token limit; the
+    compaction's summary prompt).  Whether a response is streamed is left
+    out: it changes how the bytes arrive, not what they say, so a crashed
+    streamed attempt can be retried without streaming.
+    """
 
     model: str
     system_prompt: str
     tools: list[ToolDeclaration]
     routing_identity: str
     environment_identity: str
+    adapter_identity: str = ADAPTER_IDENTITY
     output_options: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def snapshot(self) -> ConfigurationSnapshot:
@@ -35,7 +46,7 @@ class Configuration(msgspec.Struct, frozen=True):
             model=self.model,
             systemPromptDigest=sha256_digest(self.system_prompt.encode("utf-8")),
             tools=[ToolDigest(name=tool.name, definitionDigest=tool.definitionDigest) for tool in self.tools],
-            adapterIdentity=ADAPTER_IDENTITY,
+            adapterIdentity=self.adapter_identity,
             routingIdentity=self.routing_identity,
             outputOptionsDigest=canonical_digest(self.output_options),
         )

@@ -394,6 +394,19 @@ class JournalWriter:
                 self._closed = True
                 self._appender.close()
 
+    def seal_missing_on_idle(self) -> bool:
+        """Seal an idle v3 journal whose last line is not covered (a crash, or a full disk, at the closing seal).
+
+        Returns whether a seal was appended.  Nothing is written to a v2
+        journal, to a sealed one, or to one that holds only its header.
+        """
+        with self._mutex:
+            fold = self._fold
+            if fold.version < 3 or fold.state.sealed or fold.lines < 2:
+                return False
+            self.commit_seal()
+            return True
+
     def commit_seal(self) -> None:
         """Append a seal-only line covering the last line (a clean close, or ``resume`` sealing an idle tail)."""
         with self._mutex:

@@ -37,6 +37,7 @@ import msgspec
 
 from tiny_agent.adapters import Api, adapter_identity
 from tiny_agent.errors import ConfigError
+from tiny_agent.redact import Secrets, collect_secrets
 
 if TYPE_CHECKING:
     from tiny_agent.userconfig import UserConfig
@@ -479,6 +480,10 @@ class Endpoint:
         if style == "bearer":
             return ("Authorization", f"Bearer {self._key}")
         return (style, self._key)
+
+    def secrets(self) -> Secrets:
+        """What must never be journaled or printed: the key, its header value, the base URL's credentials."""
+        return collect_secrets(api_key=self._key, base_url=self._request_base)
 
     def request_headers(self) -> dict[str, str]:
         """The extra headers plus the key's header: everything profile-specific a request carries."""

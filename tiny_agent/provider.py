@@ -21,36 +21,39 @@ key is in no repr, message or file.
 from __future__ import annotations
 
 import base64
-import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final, Literal, Protocol
-from urllib.parse import urlsplit
 
 import msgspec
 
 from tiny_agent import __version__
-from tiny_agent.errors import ConfigError
+from tiny_agent.api.request import WireRequest
 from tiny_agent.facts import RawResponse
+from tiny_agent.redact import Secrets, redact_text
 
 if TYPE_CHECKING:
     import httpx
+
+    from tiny_agent.profiles import Endpoint
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "FakeProvider",
+    "FakeReply",
+    "HttpxProvider",
+    "Provider",
+    "Received",
+    "Timeouts",
+    "TransportError",
+    "WireRequest",
+    "raw_response",
+]
 
 TransportKind = Literal["timeout", "connect", "protocol"]
 
 RETRYABLE_STATUSES: Final = frozenset((429, 500, 502, 503, 504, 529))
 """Statuses that say "try again later": rate limits and overloaded or failing upstreams."""
-
-
-class WireRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One request, built from the canonical transcript by a wire API module; no secrets in it."""
-
-    path: str
-    """Appended to the endpoint's base URL, e.g. ``/chat/completions``."""
-    body: bytes
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
-    """Non-secret headers the API needs (``anthropic-version``); the provider adds the key."""
-    stream: bool = False
 
 
 class TransportError(Exception):
@@ -109,15 +112,21 @@ class Received:
         return raw_response(self.status, self.content_type, self.body(), self.incomplete)
 
 
-def raw_response(status: int, content_type: str | None, body: bytes, incomplete: str | None = None) -> RawResponse:
-    """Text when the bytes are UTF-8, base64 otherwise; ``incomplete`` says why a body ended early."""
+def raw_response(
+    status: int, content_type: str | None, body: bytes, incomplete: str | None = None, redactions: int = 0
+) -> RawResponse:
+    """Text when the bytes are UTF-8, base64 otherwise; ``incomplete`` says why a body ended early,
+    ``redactions`` how many secrets were replaced in it before it was journaled."""
     ended = msgspec.UNSET if incomplete is None else incomplete
+    replaced = msgspec.UNSET if redactions == 0 else redactions
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         encoded = base64.b64encode(body).decode("ascii")
-        return RawResponse(status=status, contentType=content_type, bodyBase64=encoded, incomplete=ended)
-    return RawResponse(status=status, contentType=content_type, body=text, incomplete=ended)
+        return RawResponse(
+            status=status, contentType=content_type, bodyBase64=encoded, incomplete=ended, redactions=replaced
+        )
+    return RawResponse(status=status, contentType=content_type, body=text, incomplete=ended, redactions=replaced)
 
 
 class Provider(Protocol):
@@ -145,59 +154,45 @@ class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Waiting for the next bytes of a stream once it has started."""
 
 
-class Credentials:
-    """How to authenticate to one host; the secret never leaves this object except in the header it builds."""
-
-    __slots__ = ("_header", "_value")
-
-    def __init__(self, header: str | None = None, value: str | None = None) -> None:
-        self._header = header
-        self._value = value
-
-    def apply(self, headers: dict[str, str]) -> None:
-        if self._header is not None and self._value is not None:
-            headers[self._header] = self._value
-
-    def __repr__(self) -> str:
-        return f"Credentials(<{self._header or 'none'}>)"
-
-    __str__ = __repr__
-
-
 class HttpxProvider:
-    """POST ``{base_url}{request.path}``; the body as received, streamed or whole."""
+    """POST to the endpoint's URL for ``request.path``; the body as received, streamed or whole.
+
+    Every message it makes (timeouts, refused connections) passes through the
+    endpoint's secrets first: an httpx error can quote a URL with its
+    credentials.
+    """
 
     def __init__(
         self,
-        base_url: str,
-        credentials: Credentials,
+        endpoint: Endpoint,
+        secrets: Secrets,
         timeouts: Timeouts = Timeouts(),
         transport: httpx.BaseTransport | None = None,
-        describe_host: str = "",
     ) -> None:
         import httpx
 
         self._httpx = httpx
-        self._base_url = base_url.rstrip("/")
-        self._credentials = credentials
+        self._endpoint = endpoint
+        self._secrets = secrets
         self._timeouts = timeouts
-        self._host = describe_host or httpx.URL(self._base_url).host
+        self._host = endpoint.host
         timeout = httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect)
         self._http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False)
 
     def send(self, request: WireRequest, received: Received) -> None:
         headers = self._headers(request)
         httpx = self._httpx
+        url = self._endpoint.url(request.path)
         try:
-            with self._http.stream("POST", self._base_url + request.path, content=request.body, headers=headers) as response:
+            with self._http.stream("POST", url, content=request.body, headers=headers) as response:
                 received.start(response.status_code, response.headers.get("content-type"), response.headers.get("retry-after"))
                 self._read_body(response, received, request.stream)
         except httpx.TimeoutException as error:
             self._broke_off(received, "timeout", f"timed out ({self._timeout_hint(error)})")
         except httpx.ConnectError as error:
-            self._broke_off(received, "connect", f"could not connect: {_one_line(error)}")
+            self._broke_off(received, "connect", f"could not connect: {self._one_line(error)}")
         except httpx.HTTPError as error:
-            self._broke_off(received, "protocol", f"broke off: {_one_line(error)}")
+            self._broke_off(received, "protocol", f"broke off: {self._one_line(error)}")
 
     def _read_body(self, response: httpx.Response, received: Received, stream: bool) -> None:
         if not stream:
@@ -232,6 +227,10 @@ class HttpxProvider:
             return f"no free connection within {self._timeouts.connect:g} s"
         return f"no response bytes for {self._timeouts.read:g} s; raise it with --read-timeout"
 
+    def _one_line(self, error: Exception) -> str:
+        text = " ".join(str(error).split()) or type(error).__name__
+        return redact_text(text, self._secrets)[0]
+
     def _headers(self, request: WireRequest) -> dict[str, str]:
         headers = {
             "Content-Type": "application/json",
@@ -239,7 +238,7 @@ class HttpxProvider:
             "User-Agent": f"tiny-agent/{__version__}",
             **request.headers,
         }
-        self._credentials.apply(headers)
+        headers.update(self._endpoint.request_headers())
         return headers
 
     def close(self) -> None:
@@ -273,10 +272,6 @@ class _IdleWatchdog:
     def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 # -- in memory ---------------------------------------------------------------------------
@@ -324,83 +319,3 @@ def _pieces(reply: FakeReply) -> Iterator[bytes]:
         yield from reply.chunks
     elif reply.body:
         yield reply.body
-
-
-# -- where to send it (until provider profiles replace it) --------------------------------
-
-DEFAULT_BASE_URL: Final = "https://openrouter.ai/api/v1"
-LOCAL_HOSTS: Final = frozenset(("127.0.0.1", "localhost", "::1"))
-KEY_VARIABLES: Final = ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY")
-
-
-class ProviderConfig:
-    """Where and how to reach the provider.  The key is held, never shown."""
-
-    __slots__ = ("base_url", "model", "_api_key", "timeouts")
-
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeouts: Timeouts = Timeouts()) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self._api_key = api_key
-        self.timeouts = timeouts
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.base_url).hostname or ""
-
-    @property
-    def is_local(self) -> bool:
-        return self.host in LOCAL_HOSTS
-
-    @property
-    def provider_name(self) -> str:
-        """A short name for the journal header: ``openrouter``, ``openai``, or the host."""
-        host = self.host
-        for known in ("openrouter", "openai", "deepseek", "mistral", "groq", "x.ai", "together"):
-            if known in host:
-                return known.replace("x.ai", "xai")
-        return "local" if self.is_local else host
-
-    @property
-    def routing_identity(self) -> str:
-        """Which endpoint and model answer: part of the configuration digest (no secrets)."""
-        return f"{self.base_url}#{self.model}"
-
-    def require_key(self) -> None:
-        """A remote endpoint needs a key; raise before any request is attempted without one."""
-        if self._api_key is None and not self.is_local:
-            variables = ", ".join(KEY_VARIABLES)
-            raise ConfigError(f"no API key for {self.host}: set one of {variables}")
-
-    def connect(self) -> HttpxProvider:
-        self.require_key()
-        credentials = Credentials("Authorization", f"Bearer {self._api_key}") if self._api_key else Credentials()
-        return HttpxProvider(self.base_url, credentials, self.timeouts)
-
-    def __repr__(self) -> str:
-        key = "set" if self._api_key else "none"
-        return f"ProviderConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>)"
-
-    __str__ = __repr__
-
-
-def resolve_config(
-    base_url: str | None = None,
-    model: str | None = None,
-    *,
-    timeouts: Timeouts = Timeouts(),
-    require_key: bool = True,
-) -> ProviderConfig:
-    """Flags first, then ``TINY_AGENT_BASE_URL`` / ``TINY_AGENT_MODEL`` / the key variables."""
-    url = base_url or os.environ.get("TINY_AGENT_BASE_URL") or DEFAULT_BASE_URL
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"base URL {url!r} is not an http(s) URL")
-    chosen_model = model or os.environ.get("TINY_AGENT_MODEL")
-    if not chosen_model:
-        raise ConfigError("no model: pass --model or set TINY_AGENT_MODEL")
-    key = next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), None)
-    config = ProviderConfig(url, chosen_model, key, timeouts=timeouts)
-    if require_key:
-        config.require_key()
-    return config

@@ -12,24 +12,35 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-from typing import Any, Final, Literal, Union
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from tiny_agent.fold.version import PROFILES
+from tiny_agent.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.state import CompactionOperation, LatestAttempt, RunOperation, SessionState, ToolCallState
 from tiny_agent.tools import ToolDeclaration
-from tiny_agent.state import CompactionOperation, RunOperation, SessionState, LatestAttempt, ToolCallState
 from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage
 
 BlockedReason = Literal["configuration_changed", "environment_changed", "replay_declaration_changed", "attempts_exhausted"]
 
 
 class CurrentConfiguration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What the caller would use now: the planner's ``current`` input."""
+    """What the caller would use now: the planner's ``current`` input.
+
+    ``maxAttempts`` and ``maxSteps`` are this implementation's additions (the
+    conformance fixtures leave them out, and get session-v2's behaviour): how
+    many attempts a step may take, transport retries included (never more
+    than the journal's version allows), and how many model steps a run may
+    take before it is stopped.
+    """
 
     configurationDigest: str
     environmentIdentity: str
     tools: list[ToolDeclaration]
+    maxAttempts: int = 2
+    maxSteps: int | UnsetType = UNSET
 
     def tool(self, name: str) -> ToolDeclaration | None:
         """Lookup by name, first match."""
@@ -43,6 +54,11 @@ class PlanError(msgspec.Struct, frozen=True):
 
 ABORTED: Final = PlanError(code="aborted", message="Operation aborted")
 MODEL_ERROR: Final = PlanError(code="model_error", message="provider request failed")
+STEP_LIMIT_CODE: Final = "step_limit"
+
+RETRYABLE_STATUSES: Final = frozenset((429, 500, 502, 503, 504, 529))
+"""Responses that say "try again later": rate limits, overloaded or failing upstreams (Anthropic's 529)."""
+
 
 
 class Finish(msgspec.Struct, tag_field="type", tag="finish", frozen=True):
@@ -100,7 +116,7 @@ class SettleFromRaw(msgspec.Struct, tag_field="type", tag="settleFromRaw", froze
     rawId: str
 
 
-Plan = Union[Finish, StartStep, StartTool, AppendSynthetic, CloseAttempt, Blocked, SettleFromRaw]
+Plan = Finish | StartStep | StartTool | AppendSynthetic | CloseAttempt | Blocked | SettleFromRaw
 
 IDLE_FINISH: Final = Finish(outcome="completed", completion="normal")
 
@@ -118,28 +134,48 @@ def plan_recovery(state: SessionState, current: CurrentConfiguration) -> Plan:
     if step.status == "failed":
         return Finish(outcome="failed", error=MODEL_ERROR)
     if step.status == "attempting":
-        return _open_attempt(step, current)
-    if type(operation) is CompactionOperation:
+        return _open_attempt(state, step, current)
+    if isinstance(operation, CompactionOperation):
         return Finish(outcome="completed", finalEntryId=operation.resultEntryId)
     return _settled_run_step(state, operation, step, current)
 
 
 def _first_step(operation: RunOperation | CompactionOperation) -> StartStep:
-    if type(operation) is RunOperation:
+    if isinstance(operation, RunOperation):
         return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=operation.inputEntryId)
-    return StartStep(stepKind="compaction", attempt=1, contextThroughEntryId=operation.inputThroughEntryId)  # type: ignore[union-attr]
+    return StartStep(stepKind="compaction", attempt=1, contextThroughEntryId=operation.inputThroughEntryId)
 
 
-def _open_attempt(step: LatestAttempt, current: CurrentConfiguration) -> Plan:
+def _open_attempt(state: SessionState, step: LatestAttempt, current: CurrentConfiguration) -> Plan:
+    """An attempt is open: settle its response, retry it, or say why neither is safe.
+
+    A response on record is settled from the journal, never asked for again --
+    unless it says "try again later" (429, 5xx) and attempts remain, in which
+    case the next attempt is the retry the live loop would have made.
+    """
+    limit = _attempt_limit(state, current)
+    same_configuration = step.configurationDigest == current.configurationDigest
     if step.rawId is not UNSET:
+        retryable = step.rawStatus is not UNSET and step.rawStatus in RETRYABLE_STATUSES
+        if retryable and step.attempt < limit and same_configuration:
+            return _retry(step)
         return SettleFromRaw(attemptId=step.attemptId, rawId=step.rawId)
-    if step.attempt == 2:
+    if step.attempt >= limit:
         return Blocked(reason="attempts_exhausted")
-    if step.configurationDigest != current.configurationDigest:
+    if not same_configuration:
         return Blocked(reason="configuration_changed")
+    return _retry(step)
+
+
+def _retry(step: LatestAttempt) -> StartStep:
     return StartStep(
-        stepKind=step.stepKind, attempt=2, stepId=step.stepId, contextThroughEntryId=step.contextThroughEntryId
+        stepKind=step.stepKind, attempt=step.attempt + 1, stepId=step.stepId, contextThroughEntryId=step.contextThroughEntryId
     )
+
+
+def _attempt_limit(state: SessionState, current: CurrentConfiguration) -> int:
+    journal_limit = PROFILES[state.version].max_attempt
+    return max(1, min(current.maxAttempts, journal_limit))
 
 
 def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperation, step: LatestAttempt | UnsetType) -> Plan:
@@ -148,8 +184,8 @@ def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperati
     if type(operation) is RunOperation and step is not UNSET and step.status == "settled":
         results = []
         for call in _classify_calls(state, operation, step):
-            if call.status == "pending":
-                results.append(_interrupted(call.pending))  # type: ignore[arg-type]
+            if call.pending is not None:
+                results.append(_interrupted(call.pending))
             elif call.status == "untouched":
                 results.append(_pre_execution(call, "aborted"))
         if results:
@@ -171,10 +207,12 @@ def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttemp
         return Finish(outcome="completed", completion="truncated", finalEntryId=step.settledEntryId)
     if untouched:
         return _first_untouched(untouched[0], current)
-    pending = [call.pending for call in calls if call.status == "pending"]
-    if not pending:
-        return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=state.contextBoundary)  # type: ignore[arg-type]
-    return _pending_call(min(pending, key=lambda started: started.toolIndex), current)  # type: ignore[arg-type,return-value]
+    pending = [call.pending for call in calls if call.pending is not None]
+    if pending:
+        return _pending_call(min(pending, key=lambda started: started.toolIndex), current)
+    if state.contextBoundary is None:
+        raise AssertionError("a settled step always leaves a context boundary")
+    return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=state.contextBoundary)
 
 
 def _first_untouched(call: _Call, current: CurrentConfiguration) -> Plan:
@@ -209,15 +247,24 @@ def _pending_call(started: ToolCallState, current: CurrentConfiguration) -> Plan
 
 
 def _parse_arguments(text: str) -> dict[str, Any] | None:
-    """The argument text as a JSON object, or None (rule 9.2 uses an ordinary parser, not the journal's)."""
+    """The argument text as a JSON object, or None (then the call is answered ``invalidArguments``).
+
+    Rule 9.2 leaves the parser to the implementation; this one is the
+    journal's own strict profile, so arguments that the journal could not
+    hold (a lone surrogate, a duplicated key read last-wins) are refused here,
+    before a ``toolStarted`` record would have to carry them.
+    """
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
+        value = LineDecoder().decode(text.encode("utf-8"))
+    except (ProfileViolation, UnicodeEncodeError):
         return None
     return value if type(value) is dict else None
 
 
 # -- classifying the settled step's calls (§17.3) -----------------------------
+
+
+CallStatus = Literal["pending", "answered", "untouched"]
 
 
 class _Call(msgspec.Struct, frozen=True):
@@ -226,7 +273,7 @@ class _Call(msgspec.Struct, frozen=True):
     call_id: str
     name: str
     arguments: str
-    status: Literal["pending", "answered", "untouched"]
+    status: CallStatus
     pending: ToolCallState | None = None
 
 
@@ -252,15 +299,8 @@ def _classify_calls(state: SessionState, run: RunOperation, step: LatestAttempt)
     calls = []
     for index, call in enumerate(message.tool_calls):
         started = pending.get(index)
-        if started is not None:
-            status = "pending"
-        elif call.id in answered:
-            status = "answered"
-        else:
-            status = "untouched"
-        calls.append(
-            _Call(settled_id, index, call.id, call.function.name, call.function.arguments, status, started)  # type: ignore[arg-type]
-        )
+        status: CallStatus = "pending" if started is not None else "answered" if call.id in answered else "untouched"
+        calls.append(_Call(settled_id, index, call.id, call.function.name, call.function.arguments, status, started))
     return calls
 
 
@@ -316,25 +356,26 @@ def describe_block(reason: str) -> str:
 
 def explain(plan: Plan, state: SessionState) -> str:
     """One line for people: what the plan does and why."""
-    kind = type(plan)
-    if kind is Finish:
-        return _explain_finish(plan, state)  # type: ignore[arg-type]
-    if kind is StartStep:
-        if plan.attempt == 2:  # type: ignore[union-attr]
-            return f"retry step {plan.stepId} (attempt 2): attempt 1 is open and no response is on record"  # type: ignore[union-attr]
-        return f"ask the model ({plan.stepKind} step, context through {plan.contextThroughEntryId})"  # type: ignore[union-attr]
-    if kind is StartTool:
-        if plan.mode == "replay":  # type: ignore[union-attr]
-            return f"run {plan.toolName} again (call {plan.toolIndex}): its outcome is unknown and it is safe to replay"  # type: ignore[union-attr]
-        return f"run {plan.toolName} (call {plan.toolIndex}) with {json.dumps(plan.arguments, ensure_ascii=False)}"  # type: ignore[union-attr]
-    if kind is AppendSynthetic:
-        reasons = ", ".join(f"call {result.toolIndex} {result.reason}" for result in plan.results)  # type: ignore[union-attr]
-        return f"answer tool calls without running them ({reasons})"
-    if kind is CloseAttempt:
-        return "close the open model attempt as aborted (an abort was requested)"
-    if kind is SettleFromRaw:
-        return f"settle attempt {plan.attemptId} from its stored response {plan.rawId} (no new provider request)"  # type: ignore[union-attr]
-    return f"blocked, {describe_block(plan.reason)}"  # type: ignore[union-attr]
+    match plan:
+        case Finish():
+            return _explain_finish(plan, state)
+        case StartStep() if plan.attempt > 1:
+            return f"retry step {plan.stepId} (attempt {plan.attempt}): the previous attempt got no usable answer"
+        case StartStep():
+            return f"ask the model ({plan.stepKind} step, context through {plan.contextThroughEntryId})"
+        case StartTool() if plan.mode == "replay":
+            return f"run {plan.toolName} again (call {plan.toolIndex}): its outcome is unknown and it is safe to replay"
+        case StartTool():
+            return f"run {plan.toolName} (call {plan.toolIndex}) with {json.dumps(plan.arguments, ensure_ascii=False)}"
+        case AppendSynthetic():
+            reasons = ", ".join(f"call {result.toolIndex} {result.reason}" for result in plan.results)
+            return f"answer tool calls without running them ({reasons})"
+        case CloseAttempt():
+            return "close the open model attempt as aborted (an abort was requested)"
+        case SettleFromRaw():
+            return f"settle attempt {plan.attemptId} from its stored response {plan.rawId} (no new provider request)"
+        case Blocked():
+            return f"blocked, {describe_block(plan.reason)}"
 
 
 def _explain_finish(plan: Finish, state: SessionState) -> str:

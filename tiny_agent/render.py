@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from msgspec import UNSET
 
@@ -18,11 +18,17 @@ from tiny_agent.transcript import AssistantMessage, Message, ToolMessage, Usage,
 if TYPE_CHECKING:  # types only: rendering never reads a journal itself
     from tiny_agent.audit import AttemptAudit, AuditReport
     from tiny_agent.catalog import Listed
+    from tiny_agent.profiles import ProfileListing
 
 _INDENT = "    "
 
 
-def transcript_lines(state: SessionState) -> Iterator[str]:
+FOLD_LINES: Final = 40
+"""Tool results longer than this many lines show their first and last lines (``--full`` shows all)."""
+FOLD_KEEP: Final = 8
+
+
+def transcript_lines(state: SessionState, *, full: bool = False) -> Iterator[str]:
     """The transcript in order, compaction points marked where they fell."""
     header = state.header
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(header.createdAt / 1000))
@@ -34,10 +40,12 @@ def transcript_lines(state: SessionState) -> Iterator[str]:
         if entry.message is None:
             yield f"── compaction {entry.id}: the model's context restarts from a summary here ──"
             continue
-        yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names)
+        yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names, full)
 
 
-def _message_lines(number: int, entry: AppliedEntry, message: Message, call_names: dict[str, str]) -> Iterator[str]:
+def _message_lines(
+    number: int, entry: AppliedEntry, message: Message, call_names: dict[str, str], full: bool
+) -> Iterator[str]:
     match message:
         case UserMessage():
             yield f"#{number} user"
@@ -55,7 +63,19 @@ def _message_lines(number: int, entry: AppliedEntry, message: Message, call_name
         case ToolMessage():
             name = call_names.get(message.tool_call_id, "?")
             yield f"#{number} tool {name} [{message.tool_call_id}]"
-            yield from _body(message.content if message.content else "(empty result)")
+            text = message.content if message.content else "(empty result)"
+            yield from (_body(text) if full else _folded(text))
+
+
+def _folded(text: str) -> Iterator[str]:
+    """A long tool result as its first and last lines, saying how many are hidden."""
+    lines = text.split("\n")
+    if len(lines) <= FOLD_LINES:
+        yield from _body(text)
+        return
+    yield from _body("\n".join(lines[:FOLD_KEEP]))
+    yield f"{_INDENT}… {len(lines) - 2 * FOLD_KEEP} lines hidden (--full shows them)"
+    yield from _body("\n".join(lines[-FOLD_KEEP:]))
 
 
 def _body(text: str) -> Iterator[str]:
@@ -165,7 +185,7 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
 
 
 def _attempt_lines(attempt: AttemptAudit) -> Iterator[str]:
-    retry = " (retry)" if attempt.attempt == 2 else ""
+    retry = f" (retry {attempt.attempt - 1})" if attempt.attempt > 1 else ""
     yield f"attempt {attempt.number}{retry} · step {attempt.stepId} · model {attempt.model}"
     response = attempt.response
     if response is not None:
@@ -175,6 +195,18 @@ def _attempt_lines(attempt: AttemptAudit) -> Iterator[str]:
             f"  response  {ident} · HTTP {response.status} · {response.contentType or 'no content type'} · "
             f"{response.bytes:,} bytes · line {response.line}"
         )
+        adapters = f" · adapters {', '.join(response.adapters)}" if response.adapters else ""
+        yield f"  api       {response.api}{adapters}"
+        stream = response.stream
+        if stream is not None:
+            carried = f"; not carried: {', '.join(stream.not_carried[:6])}" if stream.not_carried else ""
+            yield f"  stream    {stream.events} events · {stream.bytes:,} bytes reassembled into one body{carried}"
+        for change in response.adapted:
+            yield f"  adapted   {change}"
+        if response.redactions:
+            yield f"  redacted  {response.redactions} secret occurrence(s) replaced by [REDACTED] before the body was journaled"
+        if response.incomplete:
+            yield f"  ended     early: {response.incomplete}"
         yield f"  seam      finish_reason {finish} → {response.seam}"
         if response.derivation:
             cost = f" · cost {_money(response.cost)}" if response.cost is not None else ""
@@ -221,3 +253,12 @@ def sessions_table(rows: list[Listed], *, show_cwd: bool = False) -> Iterator[st
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def providers_table(rows: list[ProfileListing]) -> Iterator[str]:
+    """``tiny-agent providers``: each profile, its API and base URL, and whether its key is set."""
+    table: list[list[str]] = [["provider", "api", "base URL", "key variable", "key"]]
+    for row in rows:
+        key = "set" if row.key_present else ("not needed" if row.key_variable is None else "not set")
+        table.append([row.name, row.api, row.base_url or "(give --base-url)", row.key_variable or "-", key])
+    yield from _table(table, indent="")

@@ -1,20 +1,60 @@
 """How a provider response settles its model attempt: an assistant entry, or a failed step.
 
-One decision, taken the same way live, on resume (settling from a stored
-``raw`` fact) and in audit's drift check, so the three can never disagree.
+One pipeline, run the same way live, on resume (settling from a stored
+``raw`` fact) and in audit's re-derivation, so the three can never disagree:
+
+    raw body ─▶ (an event stream? reassemble it into one body) ─▶ the API's
+    decoding ─▶ the quirk adapters the attempt recorded (Chat Completions) ─▶
+    the API's seam ─▶ the settling rules below
+
+What to run is read from the attempt's configuration snapshot
+(``adapterIdentity`` names the wire API and the adapters with their versions),
+never from today's configuration: a stored response is always re-derived the
+way it was first derived.
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from msgspec import UNSET
 
+from tiny_agent.adapters import AdapterIdentity, Change, apply, parse_adapter_identity
+from tiny_agent.api import anthropic, chat_stream, responses
+from tiny_agent.api.seam import Reassembly
+from tiny_agent.api.sse import looks_like_sse
 from tiny_agent.facts import RawResponse
-from tiny_agent.normalize import Accepted, normalize_body
+from tiny_agent.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.normalize import Accepted, Outcome, Rejected, UsageDerivation, normalize_response
 from tiny_agent.reducer import is_blank
 from tiny_agent.transcript import AssistantMessage, StopReason, Usage
+
+
+class StreamFacts(msgspec.Struct, frozen=True):
+    """What audit shows of a streamed response: how it was put back together."""
+
+    events: int
+    """Data events (chunks) that carried the response."""
+    bytes: int
+    not_carried: list[str]
+    """Paths of what reassembly did not carry into the body (before the seam dropped anything)."""
+    problem: str | None = None
+
+
+class Derivation(msgspec.Struct, frozen=True):
+    """Every stage between a stored response and its seam outcome."""
+
+    api: str
+    adapters: tuple[str, ...]
+    recognised: bool
+    """False when the attempt's adapterIdentity was not written by this version (read as plain chat)."""
+    outcome: Outcome
+    stream: StreamFacts | None = None
+    changes: list[Change] = msgspec.field(default_factory=list)
+    """What each adapter changed, in order."""
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -27,25 +67,111 @@ class Settlement(msgspec.Struct, frozen=True):
     """(code, one-line reason) when the step fails."""
 
 
-def settlement(raw: RawResponse) -> Settlement:
+def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
+    """Run a stored response through reassembly, the adapters and the seam of the attempt's API."""
+    identity = parse_adapter_identity(adapter_identity)
+    if raw.body is UNSET:
+        return _derived(identity, _rejected("the response body is not UTF-8 text"))
+    text = raw.body
+    if looks_like_sse(text):
+        return _from_stream(identity, text)
+    if not text.strip():
+        return _derived(identity, _rejected("response body is empty"))
+    try:
+        value = LineDecoder().decode(text.encode("utf-8"))
+    except ProfileViolation as error:
+        return _derived(identity, _rejected(f"response body is not JSON: {error}"))
+    return _from_value(identity, value, None)
+
+
+def _from_value(identity: AdapterIdentity, value: Any, stream: StreamFacts | None) -> Derivation:
+    if identity.api == "anthropic":
+        return _derived(identity, anthropic.normalize_anthropic(value), stream)
+    if identity.api == "responses":
+        return _derived(identity, responses.normalize_responses(value), stream)
+    adapted, changes = apply(value, identity.adapters)
+    return _derived(identity, normalize_response(adapted), stream, changes)
+
+
+def _from_stream(identity: AdapterIdentity, text: str) -> Derivation:
+    if identity.api == "chat":
+        assembled = chat_stream.reassemble(text)
+        if isinstance(assembled, chat_stream.StreamRejected):
+            facts = StreamFacts(events=assembled.chunks, bytes=assembled.bytes, not_carried=[], problem=assembled.reason)
+            return _derived(identity, _rejected_stream(assembled.reason, assembled.usage), facts)
+        facts = StreamFacts(events=assembled.chunks, bytes=assembled.bytes, not_carried=assembled.dropped)
+        return _from_value(identity, assembled.body, facts)
+    if identity.api == "anthropic":
+        reassembly = anthropic.reassemble_anthropic_stream(text)
+        outcome = anthropic.normalize_anthropic_stream(text).outcome
+    else:
+        reassembly = responses.reassemble_responses_stream(text)
+        outcome = responses.normalize_responses_stream(text).outcome
+    return _derived(identity, outcome, _stream_facts(reassembly))
+
+
+def _stream_facts(reassembly: Reassembly) -> StreamFacts:
+    return StreamFacts(
+        events=reassembly.event_count,
+        bytes=reassembly.byte_size,
+        not_carried=reassembly.not_carried,
+        problem=reassembly.problem,
+    )
+
+
+def _derived(
+    identity: AdapterIdentity, outcome: Outcome, stream: StreamFacts | None = None, changes: list[Change] | None = None
+) -> Derivation:
+    return Derivation(
+        api=identity.api,
+        adapters=identity.adapters,
+        recognised=identity.recognised,
+        outcome=outcome,
+        stream=stream,
+        changes=changes or [],
+    )
+
+
+def _rejected(reason: str) -> Rejected:
+    return Rejected(reason=reason, usage=Usage(), derivation=UsageDerivation())
+
+
+def _rejected_stream(reason: str, usage: Any) -> Rejected:
+    """A rejected chat stream still ledgers the usage that arrived before the rejection."""
+    paid = normalize_response({"usage": usage}) if usage is not None else None
+    if paid is None:
+        return _rejected(reason)
+    return Rejected(reason=reason, usage=paid.usage, derivation=paid.derivation)
+
+
+# -- the settling rules ------------------------------------------------------------
+
+
+def settlement(raw: RawResponse, adapter_identity: str) -> Settlement:
     """Decide how a response settles its attempt (the same live, on resume, and in audit's drift check).
 
-    A response the seam rejects, an HTTP error, an empty ``stop`` answer and a
-    ``length`` answer without calls fail the step, keeping whatever usage the
-    provider reported; anything else becomes the assistant entry.
+    An HTTP error, a body that ended early, a response the seam rejects and an
+    empty ``stop`` answer fail the step, keeping whatever usage the provider
+    reported.  Anything else becomes the assistant entry -- a ``length``
+    answer without calls too: the transcript keeps what the model wrote, and
+    the run then ends failed (session-v2 §18 P5), the cut-off answer shown
+    as such.
     """
+    return settle_derived(raw, derive(raw, adapter_identity))
+
+
+def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
+    outcome = derivation.outcome
     if raw.body is UNSET:
         return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
-    outcome = normalize_body(raw.body)
     if not 200 <= raw.status < 300:
-        detail = outcome.reason if not isinstance(outcome, Accepted) else "unexpected body"
+        detail = outcome.reason if isinstance(outcome, Rejected) else "unexpected body"
         return Settlement(usage=outcome.usage, failure=("http_error", f"HTTP {raw.status}: {detail}"))
+    if raw.incomplete is not UNSET:
+        return Settlement(usage=outcome.usage, failure=("incomplete_response", f"the response ended early: {raw.incomplete}"))
     if not isinstance(outcome, Accepted):
         return Settlement(usage=outcome.usage, failure=("rejected_response", outcome.reason))
     message = outcome.message
     if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
         return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
-    if outcome.stop_reason == "length" and message.tool_calls is UNSET:
-        reason = "the model's answer was cut off by its token limit (finish_reason length)"
-        return Settlement(usage=outcome.usage, failure=("length_without_calls", reason))
     return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)

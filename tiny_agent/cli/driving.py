@@ -1,0 +1,462 @@
+"""Commands that drive a session: run, demo, resume."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from tiny_agent.cli.app import app
+from tiny_agent.cli.common import (
+    SessionArgument,
+    SessionsDirOption,
+    corrupt,
+    print_json,
+    progress,
+    read_input,
+    read_journal,
+    resolve,
+    store,
+)
+from tiny_agent.cli.settings import (
+    AllowBashOption,
+    AllowWriteOption,
+    ApiOption,
+    BaseUrlOption,
+    ConnectTimeoutOption,
+    DriveOptions,
+    DurabilityOption,
+    MaxStepsOption,
+    MaxTokensOption,
+    ModelOption,
+    ProviderOption,
+    ReadTimeoutOption,
+    RetriesOption,
+    RetryWaitOption,
+    StreamIdleTimeoutOption,
+    StreamOption,
+    SystemOption,
+    durability_of,
+    endpoint_for,
+    policy_for,
+    recorded_target,
+    system_prompt,
+    timeouts_for,
+)
+from tiny_agent.errors import (
+    BlockedError,
+    Busy,
+    CorruptionError,
+    Interrupted,
+    RunFailed,
+    StepLimitReached,
+    StorageError,
+    Terminated,
+    TinyAgentError,
+    UsageError,
+    os_error,
+)
+
+if TYPE_CHECKING:
+    from tiny_agent.agent import Driver, DriveResult, Runtime
+    from tiny_agent.journal import Durability, JournalWriter
+    from tiny_agent.live import TerminalDisplay
+    from tiny_agent.profiles import Endpoint
+
+
+def _open_writer(path: Path, durability: Durability) -> JournalWriter:
+    from tiny_agent.journal import JournalWriter
+
+    try:
+        writer = JournalWriter.open(path, durability=durability)
+    except CorruptionError as error:
+        corrupt(error, path, as_json=False)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
+    if writer.repaired_tail is not None:
+        progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
+    if writer.tightened_mode is not None:
+        progress(f"{path.name} was readable by others (mode {writer.tightened_mode:o}); it is 0600 again")
+    return writer
+
+
+def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult]) -> tuple[DriveResult, str | None]:
+    """Run ``action`` (a Driver method), always release the session, and say if the closing seal failed.
+
+    A closing seal that cannot be written (a full disk) does not hide the
+    run's outcome: the caller reports the outcome first, then the seal.
+    """
+    from tiny_agent.agent import Driver
+    from tiny_agent.journal import WriterPoisoned
+
+    driver = Driver(writer, runtime, report=progress)
+    seal_failure: str | None = None
+    try:
+        result = action(driver)
+    finally:
+        runtime.close()
+        try:
+            writer.close()
+        except WriterPoisoned as error:
+            seal_failure = str(error)
+    return result, seal_failure
+
+
+def _finish(
+    result: DriveResult,
+    writer: JournalWriter,
+    as_json: bool,
+    seal_failure: str | None,
+    display: TerminalDisplay | None,
+) -> None:
+    """Print the outcome (the answer on stdout), then raise what the exit code must say."""
+    handle = _handle_of(writer)
+    if as_json:
+        print_json(
+            {
+                "session": writer.state.header.id,
+                "handle": handle,
+                "path": str(writer.path),
+                "outcome": result.status,
+                "final": result.final,
+                "reason": result.reason,
+                "usage": writer.state.usage,
+            }
+        )
+    elif result.final is not None and (display is None or display.printed_text.strip() != result.final.strip()):
+        if result.status == "completed" or result.cut_off:
+            sys.stdout.write(result.final.rstrip("\n") + "\n")
+    if result.cut_off and not as_json:
+        progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
+    if seal_failure is not None:
+        raise StorageError(
+            f"{seal_failure}; the outcome above is durable, but the journal's last line is not sealed: "
+            f"`tiny-agent resume {handle}` seals it once there is space"
+        )
+    _raise_for(result, writer, handle)
+
+
+def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
+    if result.status == "failed":
+        error = StepLimitReached if result.step_limit else RunFailed
+        raise error(f"{result.reason} (session {handle}; `tiny-agent replay {handle}` shows it)")
+    if result.status == "aborted":
+        stopped = Terminated if result.stopped_by == "terminate" else Interrupted
+        raise stopped(f"run aborted; the journal records it cleanly (session {handle})")
+    if result.status == "blocked":
+        raise BlockedError(result.reason or "recovery is blocked")
+
+
+def _handle_of(writer: JournalWriter) -> str:
+    from tiny_agent.store import shortest_handles, tail_of
+
+    session_id = writer.state.header.id
+    directory = writer.path.parent
+    try:
+        siblings = [name.name.split("_", 1)[-1][:-6] for name in directory.glob("*_*.jsonl")]
+    except OSError:
+        return tail_of(session_id)[:8]
+    return shortest_handles([*siblings, session_id]).get(session_id, tail_of(session_id)[:8])
+
+
+def _read_prompt(prompt: str) -> str:
+    """The prompt as UTF-8 text (``-`` reads it from stdin); bad bytes are a usage error, before anything is written."""
+    if prompt == "-":
+        data = read_input("-")
+        try:
+            prompt = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise UsageError(f"the prompt on stdin is not UTF-8 text (byte {error.start})") from None
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("the prompt is not valid UTF-8 text (check the shell's encoding)") from None
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    return prompt
+
+
+def _runtime(options: DriveOptions, endpoint: Endpoint, display: TerminalDisplay | None) -> Runtime:
+    """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected."""
+    from tiny_agent.agent import build_runtime
+    from tiny_agent.toolbox import terminal_approver
+
+    runtime = build_runtime(
+        endpoint,
+        system_prompt=system_prompt(options.system),
+        cwd=Path.cwd(),
+        allow_bash=options.allow_bash,
+        allow_write=options.allow_write,
+        approve=None if options.allow_write else terminal_approver(),
+        protected=[store(None).directory],
+        policy=policy_for(options, endpoint),
+        timeouts=timeouts_for(options),
+        display=display,
+    )
+    notice = runtime.toolbox.unconfined_notice
+    if notice is not None:
+        progress(notice)
+    return runtime
+
+
+def _display() -> TerminalDisplay | None:
+    """Live output only when stdout is a terminal; piped output gets the final answer alone."""
+    if not sys.stdout.isatty():
+        return None
+    from tiny_agent.live import TerminalDisplay
+
+    return TerminalDisplay()
+
+
+@app.command()
+def run(
+    prompt: str = typer.Argument(..., help="What to ask (- reads it from stdin)."),
+    session: str | None = typer.Option(None, "--session", help="Continue this session (a handle, an id or a path)."),
+    continue_: bool = typer.Option(False, "--continue", "-c", help="Continue the newest session made in this directory."),
+    provider: str | None = ProviderOption,
+    model: str | None = ModelOption,
+    base_url: str | None = BaseUrlOption,
+    api: str | None = ApiOption,
+    system: str | None = SystemOption,
+    allow_bash: bool = AllowBashOption,
+    allow_write: bool = AllowWriteOption,
+    stream: bool | None = StreamOption,
+    max_tokens: int | None = MaxTokensOption,
+    retries: int = RetriesOption,
+    retry_wait: float = RetryWaitOption,
+    max_steps: int = MaxStepsOption,
+    durability: str = DurabilityOption,
+    connect_timeout: float | None = ConnectTimeoutOption,
+    read_timeout: float | None = ReadTimeoutOption,
+    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    sessions_dir: str | None = SessionsDirOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (session, handle, outcome, reason, usage)."),
+) -> None:
+    """Run one prompt to completion, journaling everything; print the answer (progress goes to stderr)."""
+    options = DriveOptions(
+        provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
+        allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
+        max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+    )
+    text = _read_prompt(prompt)
+    chosen_durability = durability_of(options)
+    if session is not None and continue_:
+        raise UsageError("--session and --continue are exclusive")
+    path = resolve(session, sessions_dir) if session is not None else _newest_here(sessions_dir) if continue_ else None
+    writer = _open_idle(path, chosen_durability) if path is not None else None
+    try:
+        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
+        display = _display()
+        runtime = _runtime(options, endpoint, display)
+    except BaseException:
+        if writer is not None:
+            writer.close(seal=False)
+        raise
+    if writer is None:
+        writer = _new_session(endpoint, sessions_dir, chosen_durability)
+    progress(f"session {_handle_of(writer)} · {endpoint.name} · {endpoint.model}")
+    result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(text))
+    _finish(result, writer, as_json, seal_failure, display)
+
+
+def _newest_here(sessions_dir: str | None) -> Path:
+    from tiny_agent.catalog import list_sessions
+
+    here = os.path.realpath(Path.cwd())
+    rows = list_sessions(store(sessions_dir).directory, limit=1, cwd=here)
+    if not rows:
+        raise UsageError(f"--continue: no session was made in {here} yet; run without it to start one")
+    return Path(rows[0].path)
+
+
+def _open_idle(path: Path, durability: Durability) -> JournalWriter:
+    from tiny_agent.state import IdleOperation
+
+    writer = _open_writer(path, durability)
+    if type(writer.state.operation) is not IdleOperation:
+        writer.close(seal=False)
+        raise Busy(f"{path.name} has an unfinished operation; finish it with `tiny-agent resume {path}`")
+    return writer
+
+
+def _new_session(endpoint: Endpoint, sessions_dir: str | None, durability: Durability) -> JournalWriter:
+    from tiny_agent.configuration import environment_identity
+
+    cwd = Path.cwd()
+    files = store(sessions_dir)
+    try:
+        return files.create(
+            cwd=os.path.realpath(cwd),
+            provider=endpoint.name,
+            model=endpoint.model,
+            environment_identity=environment_identity(cwd),
+            durability=durability,
+        )
+    except OSError as error:
+        raise os_error(error, f"cannot create a session in {files.label}") from None
+
+
+@app.command()
+def demo(
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Run a real session against a server on 127.0.0.1 (no network, no key), then replay it."""
+    from tiny_agent.cli.inspecting import print_human
+    from tiny_agent.loopback import DEMO_MODEL, DEMO_PROMPT, LoopbackServer, demo_script
+
+    with LoopbackServer(demo_script()) as server:
+        options = DriveOptions(provider="custom", base_url=server.base_url, model=DEMO_MODEL, stream=False)
+        endpoint = _demo_endpoint(options)
+        progress(f"a scripted Chat Completions server is listening on {server.base_url}")
+        display = _display()
+        runtime = _runtime(options, endpoint, display)
+        writer = _new_session(endpoint, sessions_dir, "fsync")
+        progress(f"new session {_handle_of(writer)} ({writer.path})")
+        progress(f"prompt: {DEMO_PROMPT}")
+        result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(DEMO_PROMPT))
+        requests = server.request_count
+    if result.status != "completed" or seal_failure is not None:
+        _finish(result, writer, False, seal_failure, display)
+    handle = _handle_of(writer)
+    out = sys.stdout
+    out.write(f"\n=== replay of {writer.path} ===\n\n")
+    print_human(read_journal(writer.path), writer.path)
+    out.write(
+        f"\nThe provider was asked {requests} times; each response is in the journal twice: raw, exactly as\n"
+        f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
+        f"Look closer:\n"
+        f"  tiny-agent replay {handle} --json\n"
+        f"  tiny-agent audit {handle}\n"
+        f"  tiny-agent verify {handle}\n"
+    )
+
+
+def _demo_endpoint(options: DriveOptions) -> Endpoint:
+    """The bundled server's endpoint: a custom Chat Completions profile on loopback, whatever keys are set."""
+    from tiny_agent.profiles import Requested, select_endpoint
+
+    requested = Requested(provider=options.provider, base_url=options.base_url, model=options.model)
+    return select_endpoint(requested, {}, None)
+
+
+@app.command()
+def resume(
+    session: str = SessionArgument,
+    abort: bool = typer.Option(False, "--abort", help="Abort the open operation instead of finishing it."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the next planned action; write nothing."),
+    current_config: str | None = typer.Option(
+        None, "--current-config", help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON)."
+    ),
+    provider: str | None = ProviderOption,
+    model: str | None = ModelOption,
+    base_url: str | None = BaseUrlOption,
+    api: str | None = ApiOption,
+    system: str | None = SystemOption,
+    allow_bash: bool = AllowBashOption,
+    allow_write: bool = AllowWriteOption,
+    stream: bool | None = StreamOption,
+    max_tokens: int | None = MaxTokensOption,
+    retries: int = RetriesOption,
+    retry_wait: float = RetryWaitOption,
+    max_steps: int = MaxStepsOption,
+    durability: str = DurabilityOption,
+    connect_timeout: float | None = ConnectTimeoutOption,
+    read_timeout: float | None = ReadTimeoutOption,
+    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    sessions_dir: str | None = SessionsDirOption,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
+) -> None:
+    """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
+    options = DriveOptions(
+        provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
+        allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
+        max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+    )
+    if current_config is not None and not dry_run:
+        raise UsageError("--current-config only plans; add --dry-run")
+    if abort and dry_run:
+        raise UsageError("--abort and --dry-run are exclusive")
+    chosen_durability = durability_of(options)
+    path = resolve(session, sessions_dir)
+    if dry_run:
+        _plan_only(path, current_config, options, as_json)
+        return
+    writer = _open_writer(path, chosen_durability)
+    try:
+        endpoint = endpoint_for(options, recorded_target(writer.state), require_key=False)
+        display = _display()
+        runtime = _runtime(options, endpoint, display)
+    except TinyAgentError:
+        writer.close(seal=False)
+        raise
+    _resume_with(writer, runtime, abort, as_json, display)
+
+
+def _resume_with(writer: JournalWriter, runtime: Runtime, abort: bool, as_json: bool, display: TerminalDisplay | None) -> None:
+    from tiny_agent.state import IdleOperation
+
+    path = writer.path
+    if type(writer.state.operation) is IdleOperation:
+        sealed_now = writer.seal_missing_on_idle()
+        writer.close(seal=False)
+        if sealed_now:
+            progress(f"{path.name} was idle but its last line was not sealed; it is sealed now")
+        _say_nothing_to_do(as_json, path)
+        return
+
+    def finish_it(driver: Driver) -> DriveResult:
+        if abort:
+            driver.abort()
+        return driver.drive()
+
+    result, seal_failure = _drive(writer, runtime, finish_it)
+    if result.status == "idle" and result.actions == 0 and seal_failure is None:
+        _say_nothing_to_do(as_json, path)
+        return
+    if abort and result.status == "aborted" and not result.interrupted and seal_failure is None:
+        progress("session is idle again (aborted, as asked)")
+        if as_json:
+            print_json({"path": str(path), "outcome": "aborted", "actions": result.actions})
+        return
+    if not as_json and result.status in ("completed", "aborted", "failed"):
+        progress(f"session is idle again ({result.status})")
+    _finish(result, writer, as_json, seal_failure, display)
+
+
+def _say_nothing_to_do(as_json: bool, path: Path) -> None:
+    if as_json:
+        print_json({"path": str(path), "outcome": "idle", "actions": 0})
+    else:
+        sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
+
+
+def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as_json: bool) -> None:
+    import msgspec
+
+    from tiny_agent.recovery import Blocked, CurrentConfiguration, describe_block, explain, plan_recovery
+
+    try:
+        state = read_journal(path)
+    except CorruptionError as error:
+        corrupt(error, path, as_json)
+    if current_config is not None:
+        try:
+            current = msgspec.json.decode(read_input(current_config), type=CurrentConfiguration)
+        except msgspec.DecodeError as error:
+            raise UsageError(f"--current-config {current_config}: {error}") from None
+    else:
+        endpoint = endpoint_for(options, recorded_target(state), require_key=False)
+        current = _runtime(options, endpoint, None).current()
+    plan = plan_recovery(state, current)
+    if as_json:
+        print_json(plan)
+    else:
+        sys.stdout.write(f"next: {explain(plan, state)}\n")
+    if isinstance(plan, Blocked):
+        raise BlockedError(describe_block(plan.reason))

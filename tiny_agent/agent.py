@@ -52,6 +52,7 @@ from tiny_agent.recovery import (
     SettleFromRaw,
     StartStep,
     StartTool,
+    configuration_differences,
     describe_block,
     explain,
     plan_recovery,
@@ -251,11 +252,14 @@ class Driver:
             return self._idle_result(actions)
         plan = plan_recovery(state, self.runtime.current())
         if type(plan) is Blocked:
-            return DriveResult(status="blocked", reason=describe_block(plan.reason), actions=actions)
+            return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
         if not self._settles_own_response(plan):
             self.report(explain(plan, state))
         self._act(plan)
         return None
+
+    def _blocked_reason(self, plan: Blocked) -> str:
+        return blocked_reason(plan, self.state, self.runtime.configuration)
 
     def _settles_own_response(self, plan: Plan) -> bool:
         """Settling the response this process just received is routine, not a recovery worth a line."""
@@ -530,6 +534,15 @@ def _required(value: str | msgspec.UnsetType) -> str:
     if value is UNSET:
         raise AssertionError("the planner always sets this member for this action")
     return value
+
+
+def blocked_reason(plan: Blocked, state: SessionState, configuration: Configuration) -> str:
+    """The blocked line, naming each configuration field that differs from the open step's."""
+    operation = state.operation
+    if plan.reason != "configuration_changed" or isinstance(operation, IdleOperation) or operation.step is UNSET:
+        return describe_block(plan.reason)
+    recorded = operation.step.configurationSnapshot
+    return describe_block(plan.reason, configuration_differences(recorded, configuration.snapshot()))
 
 
 def _retry_after(received: Received | None, cap: float) -> float | None:

@@ -12,14 +12,24 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from tiny_agent.adapters import parse_adapter_identity
 from tiny_agent.fold.version import PROFILES
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.state import CompactionOperation, LatestAttempt, RunOperation, SessionState, ToolCallState
+from tiny_agent.profiles import parse_routing_identity
+from tiny_agent.state import (
+    CompactionOperation,
+    ConfigurationSnapshot,
+    LatestAttempt,
+    RunOperation,
+    SessionState,
+    ToolCallState,
+)
 from tiny_agent.tools import ToolDeclaration
 from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage
 
@@ -349,9 +359,97 @@ def remedy(reason: str) -> str:
     return _BLOCKED_REMEDY.get(reason, "run `tiny-agent resume --abort`")
 
 
-def describe_block(reason: str) -> str:
-    """``<reason>: why; what to do`` — one line for a blocked recovery."""
+def describe_block(reason: str, differences: Sequence[Difference] = ()) -> str:
+    """``<reason>: why; what to do`` — one line for a blocked recovery.
+
+    With ``differences`` (a changed configuration), the line names each
+    field that differs, the recorded and the current value side by side, and
+    the flags that restore them.
+    """
+    if reason == "configuration_changed" and differences:
+        changed = "; ".join(f"{item.field} {item.recorded} → now {item.current}" for item in differences)
+        flags = " ".join(dict.fromkeys(item.restore for item in differences if item.restore))
+        restore = f"restore it with {flags}" if flags else "restore it"
+        started = "the open step was started with another configuration"
+        return f"{reason}: {started}: {changed}; {restore}, or run `tiny-agent resume --abort`"
     return f"{reason}: {_BLOCKED_WHY[reason]}; {remedy(reason)}"
+
+
+class Difference(msgspec.Struct, frozen=True):
+    """One field of a configuration snapshot that differs from what a session recorded."""
+
+    field: str
+    recorded: str
+    current: str
+    restore: str = ""
+    """The flag(s) that would bring the recorded value back, when there are such flags."""
+
+
+def configuration_differences(recorded: ConfigurationSnapshot, current: ConfigurationSnapshot) -> list[Difference]:
+    """Which snapshot fields differ, in words people can act on (pure; nothing is secret in a snapshot)."""
+    found: list[Difference] = []
+    if recorded.model != current.model:
+        found.append(Difference("model", recorded.model, current.model, f"--model {recorded.model}"))
+    found.extend(_routing_differences(recorded.routingIdentity, current.routingIdentity))
+    found.extend(_adapter_differences(recorded.adapterIdentity, current.adapterIdentity))
+    if recorded.systemPromptDigest != current.systemPromptDigest:
+        found.append(
+            Difference("system prompt", _short_digest(recorded.systemPromptDigest), _short_digest(current.systemPromptDigest),
+                       "--system FILE (the same prompt text)")
+        )
+    found.extend(_tool_differences(recorded, current))
+    if recorded.outputOptionsDigest != current.outputOptionsDigest:
+        found.append(
+            Difference("output options", _short_digest(recorded.outputOptionsDigest), _short_digest(current.outputOptionsDigest),
+                       "the same --max-tokens")
+        )
+    return found
+
+
+def _routing_differences(recorded: str, current: str) -> list[Difference]:
+    if recorded == current:
+        return []
+    old = parse_routing_identity(recorded)
+    new = parse_routing_identity(current)
+    if old is None or new is None:
+        return [Difference("endpoint", recorded, current, "")]
+    found = []
+    if old.profile != new.profile:
+        found.append(Difference("provider", old.profile, new.profile, f"--provider {old.profile}"))
+    if old.base_url != new.base_url:
+        found.append(Difference("base URL", old.base_url, new.base_url, f"--base-url {old.base_url}"))
+    return found
+
+
+def _adapter_differences(recorded: str, current: str) -> list[Difference]:
+    if recorded == current:
+        return []
+    old = parse_adapter_identity(recorded)
+    new = parse_adapter_identity(current)
+    found = []
+    if old.api != new.api:
+        found.append(Difference("API", old.api, new.api, f"--api {old.api}"))
+    if old.adapters != new.adapters:
+        found.append(Difference("adapters", ",".join(old.adapters) or "none", ",".join(new.adapters) or "none",
+                                "the provider the session used"))
+    if not found:
+        found.append(Difference("adapter identity", recorded, current, ""))
+    return found
+
+
+def _tool_differences(recorded: ConfigurationSnapshot, current: ConfigurationSnapshot) -> list[Difference]:
+    old = {tool.name: tool.definitionDigest for tool in recorded.tools}
+    new = {tool.name: tool.definitionDigest for tool in current.tools}
+    if old == new:
+        return []
+    restore = "--allow-bash" if "bash" in old and "bash" not in new else ""
+    changed = sorted(name for name in old.keys() & new.keys() if old[name] != new[name])
+    detail = f" (definition changed: {', '.join(changed)})" if changed else ""
+    return [Difference("tools", ",".join(sorted(old)) or "none", ",".join(sorted(new)) + detail or "none", restore)]
+
+
+def _short_digest(digest: str) -> str:
+    return digest[:19] + "…" if len(digest) > 20 else digest
 
 
 def explain(plan: Plan, state: SessionState) -> str:

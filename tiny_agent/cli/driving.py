@@ -439,12 +439,17 @@ def _say_nothing_to_do(as_json: bool, path: Path) -> None:
 def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as_json: bool) -> None:
     import msgspec
 
+    from tiny_agent.agent import blocked_reason
+    from tiny_agent.journal import SessionLocked, holder_pid, is_locked
     from tiny_agent.recovery import Blocked, CurrentConfiguration, describe_block, explain, plan_recovery
 
+    if is_locked(path):
+        raise SessionLocked(path, holder_pid(path))
     try:
         state = read_journal(path)
     except CorruptionError as error:
         corrupt(error, path, as_json)
+    configuration = None
     if current_config is not None:
         try:
             current = msgspec.json.decode(read_input(current_config), type=CurrentConfiguration)
@@ -452,11 +457,14 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
             raise UsageError(f"--current-config {current_config}: {error}") from None
     else:
         endpoint = endpoint_for(options, recorded_target(state), require_key=False)
-        current = _runtime(options, endpoint, None).current()
+        runtime = _runtime(options, endpoint, None)
+        configuration = runtime.configuration
+        current = runtime.current()
     plan = plan_recovery(state, current)
     if as_json:
         print_json(plan)
     else:
         sys.stdout.write(f"next: {explain(plan, state)}\n")
     if isinstance(plan, Blocked):
-        raise BlockedError(describe_block(plan.reason))
+        why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)
+        raise BlockedError(why)

@@ -1,0 +1,124 @@
+"""What the loopback server keeps of a request: the path, the decoded body, header names, and no secret.
+
+Credentials are recorded as fingerprints only, so a test can check *which*
+key reached the server while the server never holds the key:
+
+- ``Authorization``, ``x-api-key``, ``api-key`` and ``proxy-authorization``
+  always carry a credential;
+- any other header whose value contains a key-looking string (``sk-...``,
+  ``sk-ant-...``, ``Bearer ...``, or a long run of letters *and* digits)
+  is treated the same way;
+- a query parameter with such a value, or a name that says it is a
+  credential (``key``, ``token``...), is replaced in the recorded path.
+
+A fingerprint is ``sha256:`` and the hex digest of the credential, where the
+credential of ``Authorization: Bearer KEY`` is ``KEY`` (the scheme is kept in
+front: ``Bearer sha256:...``), so ``fingerprint(key)`` is what a test
+compares, whichever header carried the key.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import msgspec
+
+from tiny_agent.loopback.script import Api
+from tiny_agent.redact import SECRET_PARAMETER_NAMES, SECRET_PARAMETER_WORDS
+
+CREDENTIAL_HEADERS: Final = frozenset(("authorization", "x-api-key", "api-key", "proxy-authorization"))
+
+_KEY_LOOKING: Final = re.compile(
+    r"(?:\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,})"  # OpenAI, Anthropic (sk-ant-...), OpenRouter (sk-or-...)
+    r"|(?:\bBearer\s+\S{8,})"
+    r"|(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}"  # a long token of letters and digits
+)
+
+
+class RecordedRequest(msgspec.Struct, frozen=True):
+    path: str
+    """The request target; key-looking query values are fingerprints."""
+    headers: dict[str, str]
+    """Every header by its lower-case name; a credential's value is its fingerprint."""
+    body: Any
+    """The decoded JSON body, or None when it was not JSON."""
+    authorized: bool
+    """Whether any credential header came with it."""
+    api: Api | None = None
+    """The API of the route it came on (None for a path no API has)."""
+    fingerprints: dict[str, str] = msgspec.field(default_factory=dict)
+    """The credential headers only: lower-case name to ``sha256:...`` of the credential."""
+
+    @property
+    def header_names(self) -> list[str]:
+        return list(self.headers)
+
+
+def fingerprint(credential: str) -> str:
+    """``sha256:`` and the hex digest of the credential's UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(credential.encode("utf-8")).hexdigest()
+
+
+def record(path: str, headers: Iterable[tuple[str, str]], raw: bytes, api: Api | None) -> RecordedRequest:
+    """The request as the server keeps it: no credential in any member."""
+    kept: dict[str, str] = {}
+    fingerprints: dict[str, str] = {}
+    for name, value in headers:
+        lower = name.lower()
+        if lower in CREDENTIAL_HEADERS or _KEY_LOOKING.search(value):
+            shown, digest = _hidden(value)
+            kept[lower] = shown
+            fingerprints[lower] = digest
+        else:
+            kept[lower] = value
+    return RecordedRequest(
+        path=_safe_path(path),
+        headers=kept,
+        body=_json_or_none(raw),
+        authorized=any(name in CREDENTIAL_HEADERS for name in fingerprints),
+        api=api,
+        fingerprints=fingerprints,
+    )
+
+
+def _hidden(value: str) -> tuple[str, str]:
+    """What is shown for a credential header (its scheme, if any, and the fingerprint), and the fingerprint."""
+    scheme, space, credential = value.strip().partition(" ")
+    if space and scheme.isalpha() and credential.strip():
+        digest = fingerprint(credential.strip())
+        return f"{scheme} {digest}", digest
+    digest = fingerprint(value.strip())
+    return digest, digest
+
+
+def _safe_path(target: str) -> str:
+    parts = urlsplit(target)
+    if not parts.query:
+        return target
+    pairs = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if _credential_parameter(name) or _KEY_LOOKING.search(value):
+            value = fingerprint(value)
+        pairs.append(f"{quote(name, safe='')}={quote(value, safe=':')}")
+    return f"{parts.path}?{'&'.join(pairs)}"
+
+
+def _credential_parameter(name: str) -> bool:
+    lower = name.lower()
+    return lower in SECRET_PARAMETER_NAMES or any(word in lower for word in SECRET_PARAMETER_WORDS)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None

@@ -1,0 +1,228 @@
+"""``tiny-agent chat``: an interactive loop on one session, each line a run.
+
+The session's writer is held for the whole chat (another process cannot
+write it meanwhile).  Each line is one run, driven by the same loop as
+``run``: Ctrl-C during a run aborts that run durably and returns to the
+prompt; Ctrl-C at the prompt clears the line; Ctrl-D (or ``/exit``) leaves,
+and the journal is sealed on the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import typer
+
+from tiny_agent.cli.app import app
+from tiny_agent.cli.common import SessionsDirOption, progress, resolve
+from tiny_agent.cli.driving import _display, _handle_of, _new_session, _newest_here, _open_idle, _runtime
+from tiny_agent.cli.settings import (
+    AllowBashOption,
+    AllowWriteOption,
+    ApiOption,
+    BaseUrlOption,
+    ConnectTimeoutOption,
+    DriveOptions,
+    DurabilityOption,
+    MaxStepsOption,
+    MaxTokensOption,
+    ModelOption,
+    ProviderOption,
+    ReadTimeoutOption,
+    RetriesOption,
+    RetryWaitOption,
+    StreamIdleTimeoutOption,
+    StreamOption,
+    SystemOption,
+    durability_of,
+    endpoint_for,
+    recorded_target,
+)
+from tiny_agent.errors import UsageError
+
+if TYPE_CHECKING:
+    from tiny_agent.agent import DriveResult, Runtime
+    from tiny_agent.journal import JournalWriter
+    from tiny_agent.live import TerminalDisplay
+
+PROMPT: Final = "› "
+COMMANDS: Final = {
+    "/replay": "the transcript so far",
+    "/audit": "raw vs canonical for every model attempt",
+    "/usage": "tokens so far and the cache hit rate",
+    "/tools": "the tools the model may call, and how bash is confined",
+    "/exit": "leave (Ctrl-D too)",
+}
+
+
+@app.command()
+def chat(
+    session: str | None = typer.Option(None, "--session", help="Chat in this session (a handle, an id or a path)."),
+    continue_: bool = typer.Option(False, "--continue", "-c", help="Chat in the newest session made in this directory."),
+    provider: str | None = ProviderOption,
+    model: str | None = ModelOption,
+    base_url: str | None = BaseUrlOption,
+    api: str | None = ApiOption,
+    system: str | None = SystemOption,
+    allow_bash: bool = AllowBashOption,
+    allow_write: bool = AllowWriteOption,
+    stream: bool | None = StreamOption,
+    max_tokens: int | None = MaxTokensOption,
+    retries: int = RetriesOption,
+    retry_wait: float = RetryWaitOption,
+    max_steps: int = MaxStepsOption,
+    durability: str = DurabilityOption,
+    connect_timeout: float | None = ConnectTimeoutOption,
+    read_timeout: float | None = ReadTimeoutOption,
+    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
+    options = DriveOptions(
+        provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
+        allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
+        max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+    )
+    if session is not None and continue_:
+        raise UsageError("--session and --continue are exclusive")
+    chosen_durability = durability_of(options)
+    path = resolve(session, sessions_dir) if session is not None else _newest_here(sessions_dir) if continue_ else None
+    writer = _open_idle(path, chosen_durability) if path is not None else None
+    try:
+        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
+        display = _display()
+        runtime = _runtime(options, endpoint, display)
+    except BaseException:
+        if writer is not None:
+            writer.close(seal=False)
+        raise
+    if writer is None:
+        writer = _new_session(endpoint, sessions_dir, chosen_durability)
+    progress(f"session {_handle_of(writer)} · {endpoint.name} · {endpoint.model} · /exit or Ctrl-D to leave")
+    try:
+        _loop(writer, runtime, display)
+    finally:
+        runtime.close()
+        writer.close()
+
+
+def _loop(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None) -> None:
+    history = _History()
+    while True:
+        try:
+            line = input(PROMPT)
+        except EOFError:
+            sys.stdout.write("\n")
+            break
+        except KeyboardInterrupt:
+            sys.stdout.write("\n")
+            continue
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("/"):
+            if _slash(text, writer, runtime):
+                break
+            continue
+        _one_run(writer, runtime, display, line)
+    history.save()
+
+
+def _one_run(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None, prompt: str) -> None:
+    from tiny_agent.agent import Driver
+
+    result = Driver(writer, runtime, report=progress).run(prompt)
+    _show(result, display)
+
+
+def _show(result: DriveResult, display: TerminalDisplay | None) -> None:
+    shown_live = display is not None and result.final is not None and display.printed_text.strip() == result.final.strip()
+    if result.final is not None and not shown_live:
+        sys.stdout.write(result.final.rstrip("\n") + "\n")
+    if result.cut_off:
+        progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
+    if result.status == "failed":
+        progress(f"the run failed: {result.reason}")
+    elif result.status == "aborted":
+        progress("the run was aborted; the journal records it (you can go on)")
+    elif result.status == "blocked":
+        progress(f"blocked: {result.reason}")
+    sys.stdout.flush()
+
+
+def _slash(text: str, writer: JournalWriter, runtime: Runtime) -> bool:
+    """Run a slash command; True to leave the chat."""
+    from tiny_agent.render import transcript_lines, usage_summary
+
+    command = text.split()[0]
+    out = sys.stdout
+    if command == "/exit":
+        return True
+    if command == "/replay":
+        for line in transcript_lines(writer.state):
+            out.write(line + "\n")
+    elif command == "/audit":
+        _audit(writer.path)
+    elif command == "/usage":
+        out.write(f"usage: {usage_summary(writer.state.usage)}\n")
+    elif command == "/tools":
+        for spec in runtime.toolbox.specs():
+            out.write(f"{spec.name:<6} {spec.description} (replay: {spec.replay})\n")
+        mode = runtime.toolbox.sandbox_mode
+        if mode is not None:
+            out.write(f"bash runs {'inside bubblewrap' if mode == 'bubblewrap' else 'unconfined'}\n")
+    else:
+        known = ", ".join(COMMANDS)
+        out.write(f"unknown command {command}; try {known}\n")
+    out.flush()
+    return False
+
+
+def _audit(path: Path) -> None:
+    from tiny_agent.audit import audit
+    from tiny_agent.render import audit_lines
+
+    for line in audit_lines(audit(path)):
+        sys.stdout.write(line + "\n")
+
+
+class _History:
+    """Readline editing and a history file in the per-user state directory (when readline is there).
+
+    Importing readline is what turns on line editing for ``input()``; it
+    also records each line entered, so saving is all that is left to do.
+    """
+
+    def __init__(self) -> None:
+        try:
+            import readline
+        except ImportError:  # a Python built without readline: plain input() still works
+            self._readline = None
+            return
+        self._readline = readline
+        self._path = _history_path()
+        if self._path.is_file():
+            try:
+                readline.read_history_file(self._path)
+            except OSError:
+                progress(f"could not read the chat history {self._path}; starting without it")
+
+    def save(self) -> None:
+        if self._readline is None:
+            return
+        try:
+            self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._readline.write_history_file(self._path)
+            os.chmod(self._path, 0o600)
+        except OSError:
+            progress(f"could not save the chat history to {self._path}")
+
+
+def _history_path() -> Path:
+    state_home = os.environ.get("XDG_STATE_HOME") or ""
+    base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
+    return base / "tiny-agent" / "chat_history"

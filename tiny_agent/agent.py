@@ -355,17 +355,24 @@ class Driver:
             raise ValueError("no response arrived")
         body, redactions = redact_bytes(received.body(), self.runtime.secrets)
         raw = raw_response(received.status, received.content_type, body, received.incomplete, redactions)
-        facts = transactions.raw_response(self.state, raw)
-        self._commit(facts, "raw")
-        self._last_raw = (facts[0].id, raw)
+        stamped = self._commit(transactions.raw_response(self.state, raw), "raw")
+        self._last_raw = (stamped[0].id, raw)
 
     def _settle_from_raw(self, plan: SettleFromRaw) -> None:
         """Turn the attempt's stored response into its settling transaction (the same live and on resume)."""
-        decided = settlement(self._stored_raw(plan.rawId), self._attempt_snapshot().adapterIdentity)
+        raw = self._stored_raw(plan.rawId)
+        decided = settlement(raw, self._attempt_snapshot().adapterIdentity)
         if decided.failure is not None:
-            self._failure = decided.failure[1]
+            self._failure = decided.failure[1] + self._exhausted(raw)
         facts, label = transactions.settle(self.state, decided)
         self._commit(facts, label)
+
+    def _exhausted(self, raw: RawResponse) -> str:
+        """Say so when a "try again later" answer fails the step because no attempt is left."""
+        operation = self.state.operation
+        if raw.status not in RETRYABLE_STATUSES or isinstance(operation, IdleOperation) or operation.step is UNSET:
+            return ""
+        return f" (attempts exhausted: {operation.step.attempt} of {self.runtime.policy.max_attempts})"
 
     def _attempt_snapshot(self) -> ConfigurationSnapshot:
         operation = self.state.operation
@@ -507,8 +514,8 @@ class Driver:
 
     # -- bookkeeping -------------------------------------------------------------
 
-    def _commit(self, facts: list[Fact], label: str) -> None:
-        self.writer.commit(facts, label)
+    def _commit(self, facts: list[Fact], label: str) -> list[Fact]:
+        return self.writer.commit(facts, label)
 
     def _idle_result(self, actions: int) -> DriveResult:
         outcome = self._last_outcome

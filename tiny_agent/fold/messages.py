@@ -30,7 +30,7 @@ from tiny_agent.fold.contract import (
     unknown_key,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.fold.transcript_rules import plain_tool_calls
+from tiny_agent.fold.transcript_rules import assistant_turn, plain_tool_calls, user_turn
 from tiny_agent.json_profile import NOT_TEXT, decode_text, decode_text_or_null
 from tiny_agent.state import AppliedEntry
 from tiny_agent.transcript import AssistantMessage, StopReason, UserMessage
@@ -67,7 +67,7 @@ class MessageRules(FoldCore):
         record = AppliedEntry(
             fact_id, len(self._entry_order), message, len(self.state.transcript), None, None, None, None, timestamp
         )
-        self._append_message(record, message)
+        self._append_message(record, message, user_turn(self._outstanding))
         return True
 
     # -- assistant entries (§8.2) --------------------------------------------------
@@ -141,7 +141,7 @@ class MessageRules(FoldCore):
             return False
         message = AssistantMessage(content) if calls is UNSET else AssistantMessage(content, calls)
         record = self._settle_assistant(attempt, fact_id, message, stop_reason, timestamp)
-        self._append_message(record, message)
+        self._append_message(record, message, assistant_turn(self._outstanding, message))
         return True
 
     def _settle_assistant(

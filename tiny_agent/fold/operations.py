@@ -154,7 +154,7 @@ class OperationRules(FoldCore):
         if operation.pending:
             fail(INVALID_TRANSCRIPT, f"run completed while tool call {operation.first_pending()} is pending")
 
-    def _fast_run_finished(self, record: OperationFinishedWire) -> bool:
+    def _fast_run_finished(self, record: OperationFinishedWire, fact_id: str) -> bool:
         """The twin of :meth:`_check_run_completed` with the envelope checks around it."""
         operation = self._current
         if (

@@ -38,6 +38,7 @@ from tiny_agent.fold.contract import (
     uuid_match,
 )
 from tiny_agent.fold.core import FoldCore
+from tiny_agent.fold.transcript_rules import tool_turn
 from tiny_agent.json_profile import NOT_TEXT, decode_text
 from tiny_agent.state import AppliedEntry, ToolCallState
 from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolCall, ToolMessage
@@ -127,7 +128,11 @@ class ToolRules(FoldCore):
             or target.stopReason != "toolUse"
         ):
             return False
-        calls = _calls_of(target)
+        # A toolUse entry holds an assistant message with tool calls (its settling rules say so).
+        message = target.message
+        if type(message) is not AssistantMessage or message.tool_calls is UNSET:
+            return False
+        calls = message.tool_calls
         tool_index = record.tool_index
         if tool_index >= len(calls):
             return False
@@ -245,7 +250,8 @@ class ToolRules(FoldCore):
         content = decode_text(wire.content)
         if content is NOT_TEXT:
             return False
-        message = ToolMessage(content, started.toolCallId)
+        call_id = started.toolCallId
+        message = ToolMessage(content, call_id)
         self._complete_tool(started, fact_id)
         record = AppliedEntry(
             fact_id,
@@ -258,7 +264,7 @@ class ToolRules(FoldCore):
             None,
             timestamp,
         )
-        self._append_message(record, message)
+        self._append_message(record, message, tool_turn(self._outstanding, call_id))
         return True
 
     def _complete_tool(self, started: ToolCallState, result_id: str) -> None:

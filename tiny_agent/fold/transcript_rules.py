@@ -130,25 +130,36 @@ def transcript_violation(messages: Iterable[Message]) -> str | None:
 
 
 def role_rule(outstanding: set[str], message: Message) -> str | None:
-    """Advance the outstanding-call set by one message; the breach it causes, if any.
-
-    ``type(...) is`` tests rather than ``match``: this runs for every message
-    of a replay, and a class pattern costs about three times as much.
-    """
+    """Advance the outstanding-call set by one message; the breach it causes, if any."""
     if type(message) is ToolMessage:
-        call_id = message.tool_call_id
-        if call_id not in outstanding:
-            return f'tool result for "{call_id}" answers no outstanding call'
-        outstanding.discard(call_id)
-        return None
-    if outstanding:
-        pending = ", ".join(sorted(outstanding))
-        who = "assistant" if type(message) is AssistantMessage else "user"
-        reason = f"{who} message while tool calls are unanswered ({pending})"
-    else:
-        reason = None
+        return tool_turn(outstanding, message.tool_call_id)
     if type(message) is AssistantMessage:
+        return assistant_turn(outstanding, message)
+    return user_turn(outstanding)
+
+
+# One function per role: the fold knows each message's role already, and
+# calls these directly (no type tests on the hot path).
+
+
+def user_turn(outstanding: set[str]) -> str | None:
+    if outstanding:
+        return f"user message while tool calls are unanswered ({', '.join(sorted(outstanding))})"
+    return None
+
+
+def assistant_turn(outstanding: set[str], message: AssistantMessage) -> str | None:
+    breach = None
+    if outstanding:
+        breach = f"assistant message while tool calls are unanswered ({', '.join(sorted(outstanding))})"
         outstanding.clear()
-        if message.tool_calls is not UNSET:
-            outstanding.update(call.id for call in message.tool_calls)
-    return reason
+    if message.tool_calls is not UNSET:
+        outstanding.update(call.id for call in message.tool_calls)
+    return breach
+
+
+def tool_turn(outstanding: set[str], call_id: str) -> str | None:
+    if call_id not in outstanding:
+        return f'tool result for "{call_id}" answers no outstanding call'
+    outstanding.discard(call_id)
+    return None

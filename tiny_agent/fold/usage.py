@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from tiny_agent.fold.contract import (
@@ -55,13 +56,13 @@ class UsageRules(FoldCore):
             fail(INVALID_FACT, "usage is not an object")
         if not usage.keys() <= USAGE_KEYS:
             unknown_key(usage, USAGE_KEYS, "usage")
-        totals = self._usage
+        totals = msgspec.structs.asdict(self.state.usage)
         counters: list[int] = []
-        for index, name in enumerate(USAGE_COUNTERS):
+        for name in USAGE_COUNTERS:
             value = usage.get(name)
             if type(value) is not int or not 0 <= value <= MAX_SAFE_INTEGER:
                 fail(INVALID_FACT, f"usage.{name} is not a safe non-negative integer: {show(value)}")
-            if totals[index] + value > MAX_SAFE_INTEGER:
+            if totals[name] + value > MAX_SAFE_INTEGER:
                 fail(INVALID_FACT, f"usage.{name} overflows the session total")
             counters.append(value)
         self._add_usage(counters[0], counters[1], counters[2], counters[3])
@@ -81,21 +82,26 @@ class UsageRules(FoldCore):
             if started is None or started.operationId != operation_id:
                 return False
         usage = fact.usage
-        totals = self._usage
+        totals = self.state.usage
+        input_tokens = totals.input + usage.input
+        output = totals.output + usage.output
+        cache_read = totals.cacheRead + usage.cache_read
+        cache_write = totals.cacheWrite + usage.cache_write
         if (
-            totals[0] + usage.input > MAX_SAFE_INTEGER
-            or totals[1] + usage.output > MAX_SAFE_INTEGER
-            or totals[2] + usage.cache_read > MAX_SAFE_INTEGER
-            or totals[3] + usage.cache_write > MAX_SAFE_INTEGER
+            input_tokens > MAX_SAFE_INTEGER
+            or output > MAX_SAFE_INTEGER
+            or cache_read > MAX_SAFE_INTEGER
+            or cache_write > MAX_SAFE_INTEGER
         ):
             return False
-        self._add_usage(usage.input, usage.output, usage.cache_read, usage.cache_write)
+        self.state.usage = Usage(input_tokens, output, cache_read, cache_write)
         return True
 
     def _add_usage(self, input_tokens: int, output: int, cache_read: int, cache_write: int) -> None:
-        totals = self._usage
-        totals[0] += input_tokens
-        totals[1] += output
-        totals[2] += cache_read
-        totals[3] += cache_write
-        self.state.usage = Usage(totals[0], totals[1], totals[2], totals[3])
+        totals = self.state.usage
+        self.state.usage = Usage(
+            totals.input + input_tokens,
+            totals.output + output,
+            totals.cacheRead + cache_read,
+            totals.cacheWrite + cache_write,
+        )

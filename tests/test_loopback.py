@@ -26,7 +26,9 @@ from tiny_agent.loopback import (
     Answer,
     Api,
     Call,
+    Comment,
     EndlessToolCaller,
+    Event,
     LoopbackServer,
     Pieces,
     Reply,
@@ -211,6 +213,21 @@ def test_streamed_bytes_reassemble_to_exactly_the_scripted_bytes(api, seed):
     assert server.sent[0].sizes == piece_sizes(body, Pieces(seed=seed))
     assert server.sent[0].outcome == "complete"
     assert server.errors == []
+
+
+def test_a_stream_can_be_given_as_events():
+    items = [Comment("OPENROUTER PROCESSING"), Event('{"a":"ünï"}'), Event("one\ntwo", event="multi"), Event("[DONE]")]
+    reply = streamed(items, seed=2)
+    assert (
+        reply.body
+        == ': OPENROUTER PROCESSING\n\ndata: {"a":"ünï"}\n\nevent: multi\ndata: one\ndata: two\n\ndata: [DONE]\n\n'.encode()
+    )
+    assert [(event.event, event.data) for event in parse_events(reply.body.decode())] == [
+        (None, '{"a":"ünï"}'),
+        ("multi", "one\ntwo"),
+        (None, "[DONE]"),
+    ]
+    assert (reply.content_type, reply.chosen_framing) == ("text/event-stream", "chunked")
 
 
 @settings(max_examples=25, deadline=None)

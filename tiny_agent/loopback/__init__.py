@@ -8,6 +8,7 @@ credentials as fingerprints only — so tests can assert what a client sent,
 how often, and which rule of its API it broke.
 
 - :mod:`.script` — :class:`Reply`, :class:`Pieces`, :func:`streamed`, the wire plan;
+- :mod:`.events` — :class:`Event`, :class:`Comment`, :func:`encode_events`;
 - :mod:`.answers` — whole bodies and event streams for each API from one :class:`Answer`;
 - :mod:`.capture` — :class:`RecordedRequest`, :func:`fingerprint`;
 - :mod:`.validation` — each API's request rules, :class:`Violation`;
@@ -22,17 +23,15 @@ docs/loopback.md is the guide for test writers.
 from tiny_agent.loopback.answers import (
     Answer,
     Call,
-    Comment,
-    Event,
     StreamShape,
     Tokens,
-    encode_events,
     error_body,
     event_stream,
     whole_body,
 )
 from tiny_agent.loopback.capture import RecordedRequest, fingerprint
 from tiny_agent.loopback.demo import DEMO_MODEL, DEMO_PROMPT, demo_bodies, demo_script
+from tiny_agent.loopback.events import Comment, Event, StreamItem, encode_events
 from tiny_agent.loopback.models import EndlessToolCaller, ToolLoopModel
 from tiny_agent.loopback.script import (
     APIS,
@@ -68,6 +67,7 @@ __all__ = [
     "Script",
     "ScriptedModel",
     "SentReply",
+    "StreamItem",
     "StreamShape",
     "Tokens",
     "ToolLoopModel",

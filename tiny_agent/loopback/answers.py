@@ -20,11 +20,12 @@ Pure: no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, Final, Literal
 
 import msgspec
 
+from tiny_agent.loopback.events import Comment, Event, StreamItem, encode_events
 from tiny_agent.loopback.script import Api
 
 CREATED: Final = 1764700000
@@ -81,31 +82,6 @@ class StreamShape(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     line_end: Literal["\n", "\r\n"] = "\n"
     interleave_calls: bool = False
     """Chat only: the pieces of parallel calls take turns, so only their ``index`` keeps them apart."""
-
-
-class Event(msgspec.Struct, frozen=True):
-    data: str
-    event: str | None = None
-
-
-class Comment(msgspec.Struct, frozen=True):
-    text: str
-
-
-StreamItem = Event | Comment
-
-
-def encode_events(items: Sequence[StreamItem], line_end: str = "\n") -> bytes:
-    """A ``text/event-stream`` body: each event's fields, then a blank line."""
-    return b"".join(_encoded(item, line_end) for item in items)
-
-
-def _encoded(item: StreamItem, line_end: str) -> bytes:
-    if isinstance(item, Comment):
-        return f":{item.text and ' ' + item.text}{line_end}{line_end}".encode()
-    lines = [f"event: {item.event}"] if item.event is not None else []
-    lines.extend(f"data: {line}" for line in item.data.split("\n"))
-    return (line_end.join(lines) + line_end + line_end).encode()
 
 
 def whole_body(api: Api, answer: Answer) -> bytes:

@@ -18,6 +18,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from tiny_agent.loopback.events import StreamItem, encode_events
+
 Api = Literal["chat", "anthropic", "responses"]
 """The three wire APIs: Chat Completions, Anthropic Messages, OpenAI Responses."""
 
@@ -83,7 +85,7 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def streamed(
-    body: bytes,
+    body: bytes | Sequence[StreamItem],
     *,
     seed: int = 0,
     pieces: Pieces | None = None,
@@ -95,10 +97,13 @@ def streamed(
     stall_for: float = 0.0,
     framing: Framing = "chunked",
 ) -> Reply:
-    """An event stream sent in irregular pieces (``pieces`` wins over ``seed`` when both are given)."""
+    """An event stream sent in irregular pieces (``pieces`` wins over ``seed`` when both are given).
+
+    ``body`` is the exact bytes of the stream, or events and comments to write out (with ``\\n`` line ends).
+    """
     return Reply(
         status=status,
-        body=body,
+        body=body if isinstance(body, bytes) else encode_events(body),
         content_type=EVENT_STREAM,
         headers=dict(headers or {}),
         api=api,

@@ -31,7 +31,7 @@ import msgspec
 
 from tiny_agent.loopback.answers import error_body
 from tiny_agent.loopback.capture import RecordedRequest, record
-from tiny_agent.loopback.script import Api, Framing, Model, Reply, Script, Step, expected_api, wire_plan
+from tiny_agent.loopback.script import Api, Framing, Model, Reply, Script, Step, WirePlan, expected_api, wire_plan
 from tiny_agent.loopback.validation import Rule, Violation, violation_of
 
 ROUTES: Final[dict[str, Api]] = {
@@ -178,8 +178,7 @@ class LoopbackServer:
         self._violation(index, api, rule, message)
         return Reply(status=status, body=error_body(api or "chat", status, f"loopback: {rule}: {message}"))
 
-    def _sending(self, index: int, reply: Reply) -> SentReply:
-        plan = wire_plan(reply)
+    def _sending(self, index: int, reply: Reply, plan: WirePlan) -> SentReply:
         sent = SentReply(request=index, status=reply.status, body=reply.sent_body, sizes=plan.sizes, framing=reply.chosen_framing)
         with self._lock:
             self.sent.append(sent)
@@ -239,17 +238,17 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 server._hung_up(index)
                 self.close_connection = True
                 return
-            sent = server._sending(index, reply)
+            plan = wire_plan(reply)
+            sent = server._sending(index, reply, plan)
             try:
-                self._write(reply, sent)
+                self._write(reply, plan, sent)
             except OSError:
                 # The client went away (its timeout, a kill): normal here, and what a test may be checking.
                 sent.outcome = "client_gone"
                 self.close_connection = True
 
-        def _write(self, reply: Reply, sent: SentReply) -> None:
+        def _write(self, reply: Reply, plan: WirePlan, sent: SentReply) -> None:
             self._headers(reply)
-            plan = wire_plan(reply)
             for write in plan.writes:
                 if write.data:
                     self.wfile.write(_framed(write.data, sent.framing))

@@ -43,6 +43,7 @@ from tiny_agent.journal import JournalWriter, find_raw
 from tiny_agent.provider import Provider, Received, Timeouts, TransportError, raw_response
 from tiny_agent.recovery import (
     RETRYABLE_STATUSES,
+    STEP_LIMIT_CODE,
     AppendSynthetic,
     Blocked,
     CloseAttempt,
@@ -228,7 +229,7 @@ class Driver:
 
     # -- the loop ------------------------------------------------------------------
 
-    def _loop(self, first: Callable[[], None] | None) -> DriveResult:
+    def _loop(self, first: Callable[[], object] | None) -> DriveResult:
         actions = 0
         with self._signals_handled():
             if first is not None:
@@ -463,6 +464,11 @@ class Driver:
                 self._commit(transactions.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
                 self._last_outcome = "failed"
                 return
+        if plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
+            self._step_limit = True
+            self._failure = plan.error.message
+        elif plan.outcome == "failed" and self._failure is None and state.lastStepFailure is not None:
+            self._failure = state.lastStepFailure.message
         facts = transactions.finish(
             state,
             plan.outcome,

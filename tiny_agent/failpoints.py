@@ -8,12 +8,16 @@ Labels name what a transaction does (``run-started``, ``step-attempt``,
 ``synthetic``, ``abort``, ``finish``, ``seal``).  An optional ``#N`` suffix
 fires on the Nth matching transaction of the process (``after-commit:raw#2``).
 ``before-tool:<name>`` / ``after-tool:<name>`` kill around a tool's execution.
+``enospc:<label>`` does not kill: the append of that transaction fails as a
+full disk would (``OSError(ENOSPC)``), for the cases a real small filesystem
+cannot time precisely (the closing seal of a run).
 
 Unset (the normal case), every check is one dictionary lookup.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from typing import Final
@@ -48,3 +52,9 @@ def crash() -> None:
 def maybe_crash(point: str) -> None:
     if hit(point):
         crash()
+
+
+def disk_full(point: str) -> None:
+    """Raise the OSError a full disk raises, when the armed failpoint is ``enospc:<point>``."""
+    if hit(f"enospc:{point}"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

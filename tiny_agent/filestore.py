@@ -120,9 +120,14 @@ class WriterLock:
             if _same_file(fd, self.path):
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            # A full or read-only disk: the lock is useless to a session that cannot be written; leave nothing behind.
+            self.release()
+            raise
 
     def release(self) -> None:
         if self._fd is None:
@@ -186,6 +191,7 @@ class FileAppender:
         self._durability = durability
 
     def append(self, data: bytes, label: str) -> None:
+        failpoints.disk_full(label)
         if failpoints.hit(f"mid-write:{label}"):
             write_all(self._fd, data[: len(data) // 2])
             failpoints.crash()

@@ -242,7 +242,10 @@ def base_url_problem(url: str) -> str | None:
     """What is wrong with a base URL (``has no host``), without echoing it; None when nothing is."""
     if any(character.isspace() or ord(character) < 0x20 or ord(character) == 0x7F for character in url):
         return "contains whitespace or control characters"
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a well-formed URL (an unclosed [ in an IPv6 host?)"
     if parts.scheme not in ("http", "https"):
         # Echo only schemes that cannot be a misplaced secret.
         if parts.scheme in _ECHOED_SCHEMES:
@@ -532,8 +535,10 @@ def parse_routing_identity(identity: str) -> RoutingTarget | None:
     base_url, hash_sign, model = rest.partition("#")
     if not hash_sign or not model:
         return None
+    if base_url_problem(base_url) is not None:
+        return None
     parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+    if "@" in parts.netloc:
         return None
     return RoutingTarget(profile=name, base_url=base_url, model=model)
 

@@ -220,9 +220,17 @@ def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttemp
     pending = [call.pending for call in calls if call.pending is not None]
     if pending:
         return _pending_call(min(pending, key=lambda started: started.toolIndex), current)
+    if current.maxSteps is not UNSET and state.runSteps >= current.maxSteps:
+        # Every call of the last step is answered, so stopping here leaves a transcript the
+        # provider accepts; a failed run needs nothing more (session-v2 §9.7).
+        return Finish(outcome="failed", error=step_limit_error(state.runSteps))
     if state.contextBoundary is None:
         raise AssertionError("a settled step always leaves a context boundary")
     return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=state.contextBoundary)
+
+
+def step_limit_error(steps: int) -> PlanError:
+    return PlanError(code=STEP_LIMIT_CODE, message=f"stopped at the step limit after {steps} model steps")
 
 
 def _first_untouched(call: _Call, current: CurrentConfiguration) -> Plan:
@@ -481,6 +489,8 @@ def _explain_finish(plan: Finish, state: SessionState) -> str:
         return "nothing to do: the session is idle"
     if plan.outcome == "aborted":
         return "finish the operation as aborted"
+    if plan.outcome == "failed" and plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
+        return f"finish the run: {plan.error.message} (--max-steps)"
     if plan.outcome == "failed":
         return "finish the run as failed: its model step failed"
     if plan.completion is UNSET:

@@ -90,6 +90,9 @@ def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
     yield f"{state.factCount} facts · {messages} messages · {len(state.activeContext)} in the model's context"
     yield f"usage: {usage_summary(state.usage)}"
     yield f"operation: {operation_summary(state)}"
+    outcome = outcome_summary(state)
+    if outcome is not None:
+        yield f"last run: {outcome}"
     if state.version >= 3:
         yield "integrity: " + ("sealed (clean close)" if state.sealed else "open tail (live, or crashed before a clean close)")
     torn = file_size - state.repairedLength
@@ -98,6 +101,34 @@ def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
             f"warning: torn tail of {torn} bytes after the last newline was ignored "
             f"(an interrupted write; `tiny-agent resume` moves it to a sidecar file)"
         )
+
+
+def outcome_summary(state: SessionState) -> str | None:
+    """How the newest finished operation ended, in words: completed, cut off, failed (why), aborted, step limit."""
+    last = state.lastOutcome
+    if last is None:
+        return None
+    if last.kind == "compaction":
+        return f"compaction {last.outcome}"
+    if last.outcome == "completed":
+        if last.completion == "truncated":
+            return "completed, truncated: the model's last tool calls were cut off by its token limit and not run"
+        return "completed"
+    if last.outcome == "aborted":
+        return "aborted (Ctrl-C, SIGTERM or resume --abort); the journal records it cleanly"
+    return _failure_summary(state, last.errorCode, last.errorMessage)
+
+
+def _failure_summary(state: SessionState, code: str | None, message: str | None) -> str:
+    if code == "length_without_calls":
+        return "cut off: the last answer was cut off by the model's token limit (shown above; raise --max-tokens)"
+    if code == "step_limit":
+        return f"{message} (raise --max-steps to let it go on)"
+    failure = state.lastStepFailure
+    if failure is None:
+        return f"failed: {code}: {message}"
+    more = f"`tiny-agent audit {state.header.id}` shows the raw response"
+    return f"failed: {failure.code}: {_clip(failure.message, 160)} ({more})"
 
 
 def usage_summary(usage: Usage) -> str:

@@ -135,6 +135,25 @@ class AppliedEntry(msgspec.Struct, gc=False):
     timestamp: int = 0
 
 
+class FinishedOperation(msgspec.Struct, frozen=True, gc=False):
+    """The ``operationFinished`` record of an operation, kept for people (not conformance output)."""
+
+    kind: Literal["run", "compaction"]
+    outcome: Literal["completed", "aborted", "failed"]
+    completion: str | None = None
+    errorCode: str | None = None
+    errorMessage: str | None = None
+    finalEntryId: str | None = None
+
+
+class StepFailure(msgspec.Struct, frozen=True, gc=False):
+    """A ``stepFailed`` record's error, and the response it failed on when one is on record."""
+
+    code: str
+    message: str
+    rawId: str | None = None
+
+
 class SessionState(msgspec.Struct):
     header: Header
     version: int
@@ -151,6 +170,14 @@ class SessionState(msgspec.Struct):
     """v3: the last committed line is a seal-only line (a clean close), so every byte is covered."""
     runCount: int = 0
     """Runs started in this session (finished or not)."""
+    runSteps: int = 0
+    """Model steps started by the current (or last) run: the step limit counts these."""
+    lastSnapshot: ConfigurationSnapshot | None = None
+    """The configuration of the newest model attempt: what ``run --session`` continues with."""
+    lastOutcome: FinishedOperation | None = None
+    """How the newest finished operation ended (for replay, sessions and view)."""
+    lastStepFailure: StepFailure | None = None
+    """Why the newest failed model step failed (the run's ``operationFinished`` carries a fixed pair)."""
 
     def to_json(self) -> dict[str, Any]:
         """The conformance shape of session-v2 §14 (no version, no internal index)."""

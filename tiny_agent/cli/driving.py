@@ -388,6 +388,8 @@ def resume(
         _plan_only(path, current_config, options, as_json)
         return
     writer = _open_writer(path, chosen_durability)
+    if _idle(writer):
+        return _close_idle(writer, as_json)
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state), require_key=False)
         display = _display()
@@ -398,17 +400,26 @@ def resume(
     _resume_with(writer, runtime, abort, as_json, display)
 
 
-def _resume_with(writer: JournalWriter, runtime: Runtime, abort: bool, as_json: bool, display: TerminalDisplay | None) -> None:
+def _idle(writer: JournalWriter) -> bool:
     from tiny_agent.state import IdleOperation
 
+    return type(writer.state.operation) is IdleOperation
+
+
+def _close_idle(writer: JournalWriter, as_json: bool) -> None:
+    """Nothing to resume (no provider needed): only an unsealed last line is sealed."""
     path = writer.path
-    if type(writer.state.operation) is IdleOperation:
+    try:
         sealed_now = writer.seal_missing_on_idle()
+    finally:
         writer.close(seal=False)
-        if sealed_now:
-            progress(f"{path.name} was idle but its last line was not sealed; it is sealed now")
-        _say_nothing_to_do(as_json, path)
-        return
+    if sealed_now:
+        progress(f"{path.name} was idle but its last line was not sealed; it is sealed now")
+    _say_nothing_to_do(as_json, path)
+
+
+def _resume_with(writer: JournalWriter, runtime: Runtime, abort: bool, as_json: bool, display: TerminalDisplay | None) -> None:
+    path = writer.path
 
     def finish_it(driver: Driver) -> DriveResult:
         if abort:
@@ -441,7 +452,8 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
 
     from tiny_agent.agent import blocked_reason
     from tiny_agent.journal import SessionLocked, holder_pid, is_locked
-    from tiny_agent.recovery import Blocked, CurrentConfiguration, describe_block, explain, plan_recovery
+    from tiny_agent.recovery import IDLE_FINISH, Blocked, CurrentConfiguration, describe_block, explain, plan_recovery
+    from tiny_agent.state import IdleOperation
 
     if is_locked(path):
         raise SessionLocked(path, holder_pid(path))
@@ -450,6 +462,12 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     except CorruptionError as error:
         corrupt(error, path, as_json)
     configuration = None
+    if current_config is None and type(state.operation) is IdleOperation:
+        if as_json:
+            print_json(IDLE_FINISH)
+        else:
+            sys.stdout.write(f"next: {explain(IDLE_FINISH, state)}\n")
+        return
     if current_config is not None:
         try:
             current = msgspec.json.decode(read_input(current_config), type=CurrentConfiguration)

@@ -166,10 +166,16 @@ def system_prompt(path: str | None) -> str:
 
 def recorded_target(state: SessionState) -> RoutingTarget | None:
     """The profile, base URL and model the session last used (its newest configuration snapshot)."""
-    from tiny_agent.profiles import parse_routing_identity
-    from tiny_agent.state import IdleOperation
+    from tiny_agent.profiles import BUILTIN_PROFILES, RoutingTarget, parse_routing_identity
 
-    operation = state.operation
-    if isinstance(operation, IdleOperation) or operation.step is msgspec.UNSET:
+    snapshot = state.lastSnapshot
+    target = parse_routing_identity(snapshot.routingIdentity) if snapshot is not None else None
+    if target is not None:
+        return target
+    # Sessions written before routing identities named their profile: the header's provider, when
+    # it is a built-in profile with a fixed base URL, and the header's model.
+    header = state.header
+    profile = next((profile for profile in BUILTIN_PROFILES if profile.name == header.provider), None)
+    if profile is None or profile.base_url is None:
         return None
-    return parse_routing_identity(operation.step.configurationSnapshot.routingIdentity)
+    return RoutingTarget(profile=profile.name, base_url=profile.base_url, model=header.model)

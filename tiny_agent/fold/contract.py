@@ -104,6 +104,10 @@ def is_word(value: object, words: tuple[str, ...]) -> TypeGuard[str]:
     return type(value) is str and value in words
 
 
+def is_outcome(value: object) -> TypeGuard[facts.Outcome]:
+    return type(value) is str and value in OUTCOME_WORDS
+
+
 def is_stop_reason(value: object) -> TypeGuard[StopReason]:
     return type(value) is str and value in STOP_REASONS
 

@@ -27,6 +27,7 @@ from tiny_agent.fold.contract import (
     RUN_STARTED_KEYS,
     fail,
     is_blank,
+    is_outcome,
     is_word,
     not_uuid,
     one_of,
@@ -38,7 +39,7 @@ from tiny_agent.fold.contract import (
     uuid_match,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.state import IDLE, RunOperation
+from tiny_agent.state import IDLE, FinishedOperation, RunOperation
 from tiny_agent.transcript import AssistantMessage, UserMessage
 from tiny_agent.wire import OperationFinishedWire, RunStartedWire
 
@@ -74,7 +75,10 @@ class OperationRules(FoldCore):
 
     def _begin_run(self, operation_id: str, input_id: str) -> None:
         self._begin(RunBook(state=RunOperation(operationId=operation_id, inputEntryId=input_id, toolCalls=[])))
-        self.state.runCount += 1
+        state = self.state
+        state.runCount += 1
+        state.runSteps = 0
+        state.lastStepFailure = None
 
     # -- abortRequested (§9.6) ---------------------------------------------------------
 
@@ -103,7 +107,7 @@ class OperationRules(FoldCore):
         if record.get("operationKind") != operation.kind:
             fail(INVALID_TRANSITION, f"operationFinished operationKind is not {operation.kind}")
         outcome = record.get("outcome")
-        if not is_word(outcome, OUTCOME_WORDS):
+        if not is_outcome(outcome):
             fail(INVALID_TRANSITION, f"operationFinished outcome is not {one_of(OUTCOME_WORDS)}: {show(outcome)}")
         if outcome == "completed":
             if isinstance(operation, RunBook):
@@ -120,6 +124,15 @@ class OperationRules(FoldCore):
             require_error(record.get("error"), "operationFinished error")
         elif "error" in record:
             fail(INVALID_FACT, f"an {outcome} operation has no error")
+        error = record.get("error") or {}
+        self.state.lastOutcome = FinishedOperation(
+            kind=operation.kind,
+            outcome=outcome,
+            completion=record.get("completion"),
+            errorCode=error.get("code"),
+            errorMessage=error.get("message"),
+            finalEntryId=record.get("finalEntryId"),
+        )
         self._finish_operation()
 
     def _check_run_completed(self, operation: RunBook, record: dict[str, Any]) -> None:
@@ -187,6 +200,7 @@ class OperationRules(FoldCore):
                 return False
         elif message.tool_calls is UNSET:
             return False
+        self.state.lastOutcome = FinishedOperation(kind="run", outcome="completed", completion=completion, finalEntryId=final_id)
         self._finish_operation()
         return True
 

@@ -38,7 +38,7 @@ from tiny_agent.fold.contract import (
     unknown_key,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.state import ConfigurationSnapshot, LatestAttempt, StepKind, ToolDigest
+from tiny_agent.state import ConfigurationSnapshot, LatestAttempt, StepFailure, StepKind, ToolDigest
 from tiny_agent.wire import StepAttemptWire
 
 
@@ -181,6 +181,10 @@ class StepRules(FoldCore):
             self._step_attempts[step_id].append(attempt)
         operation.latest_step_id = step_id
         operation.state.step = step
+        state = self.state
+        state.lastSnapshot = configuration.snapshot
+        if number == 1:
+            state.runSteps += 1
 
     def _configuration(self, value: object, claimed_digest: object) -> Configuration:
         """Validate a configuration snapshot (§13.1) and digest it (§13.2), once per distinct snapshot.
@@ -216,6 +220,8 @@ class StepRules(FoldCore):
         attempt.open = False
         attempt.failed = True
         attempt.step.status = "failed"
+        error = record["error"]
+        self.state.lastStepFailure = StepFailure(code=error["code"], message=error["message"], rawId=attempt.raw_id)
 
 
 def new_configuration(snapshot: dict[str, Any]) -> Configuration:

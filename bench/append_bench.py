@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from builders import Clock, RunWriter, header  # noqa: E402
+
 from tiny_agent.journal import JournalWriter  # noqa: E402
 
 RAW_BODY = (

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from builders import Clock, RunWriter, header  # noqa: E402
+
 from tiny_agent.catalog import INDEX_NAME, list_sessions  # noqa: E402
 from tiny_agent.ids import uuid7  # noqa: E402
 from tiny_agent.journal import JournalWriter, read_journal  # noqa: E402

@@ -130,7 +130,7 @@ class RunWriter:
         call_ids = ids or [f"call_{index}_{uuid7()[-6:]}" for index in range(len(calls))]
         tool_calls = [
             ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=args))
-            for call_id, (name, args) in zip(call_ids, calls)
+            for call_id, (name, args) in zip(call_ids, calls, strict=True)
         ]
         return self._settle(AssistantMessage(content=None, tool_calls=tool_calls), "toolUse", usage)
 

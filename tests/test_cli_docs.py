@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from conftest import PROJECT_ROOT
+
 from tiny_agent.errors import LABELS, TinyAgentError
 
 _ROW = re.compile(r"^\| `(?P<label>[^`]+)` \| (?P<exit>\d+) \| (?P<meaning>.+) \|$")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import conformance_dir
+
 from tiny_agent.errors import CorruptionError
 from tiny_agent.reducer import reduce_bytes
 

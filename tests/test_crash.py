@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import replies
 from conftest import PROJECT_ROOT
+
 from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.reducer import transcript_violation

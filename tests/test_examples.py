@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import PROJECT_ROOT
 from test_replay_cli import call
 

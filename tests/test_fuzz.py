@@ -13,13 +13,13 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from builders import write_tool_session
 from conftest import conformance_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from lines import join, split
 from spec_example import example_bytes
+
 from tiny_agent.errors import ERROR_CODES, CorruptionError
 from tiny_agent.reducer import reduce_bytes, reduce_chunks
 
@@ -171,7 +171,7 @@ def test_every_line_boundary_prefix_of_a_valid_journal_reduces(name):
 def test_reading_in_chunks_agrees_with_reading_at_once(name, seed, mutated, cuts):
     data = mutate(VALID[name], seed, 2) if mutated else VALID[name]
     positions = sorted({cut % (len(data) + 1) for cut in cuts})
-    chunks = [data[start:end] for start, end in zip([0, *positions], [*positions, len(data)])]
+    chunks = [data[start:end] for start, end in zip([0, *positions], [*positions, len(data)], strict=True)]
     try:
         whole = ("ok", reduce_bytes(data).to_json())
     except CorruptionError as error:

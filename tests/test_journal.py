@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
-
 from builders import Clock, RunWriter, header, new_writer, write_tool_session
 from conftest import PROJECT_ROOT
 from lines import split
+
 from tiny_agent.facts import EntryFact, UserEntry
 from tiny_agent.journal import CommitRejected, JournalWriter, SessionLocked, WriterPoisoned, holder_pid, is_locked, read_journal
 from tiny_agent.reducer import reduce_bytes

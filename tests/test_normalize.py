@@ -6,12 +6,12 @@ import json
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from builders import RunWriter, new_writer
 from conftest import PROJECT_ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_replay_cli import call
+
 from tiny_agent import transactions
 from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.normalize import Accepted, Rejected, UsageDerivation, normalize_body, normalize_response

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from spec_example import example_bytes, example_lines
+
 from tiny_agent.errors import CorruptionError
 from tiny_agent.reducer import reduce_bytes
 

@@ -8,6 +8,11 @@ only while the journal's length and a digest of its last bytes still match;
 anything else (a new journal, an append, a changed tail) is reduced again
 and the index rewritten.  The index is a cache: delete it and it is rebuilt.
 Whether a writer holds a session is always checked live.
+
+For ``tiny-agent report`` each summary also keeps the session's usage per
+UTC day and model, and its runs by outcome (:class:`Bucket`), computed once
+when the journal is (re)indexed by a light second read that decodes only
+the envelope of each fact (never the contents).
 """
 
 from __future__ import annotations
@@ -16,23 +21,43 @@ import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final, Literal
 
 import msgspec
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.journal import holder_pid, is_locked, read_journal
+from tiny_agent.journal import committed_lines, holder_pid, is_locked, read_journal
 from tiny_agent.state import IdleOperation, SessionState
 from tiny_agent.store import list_journals, session_id_of, shortest_handles
 from tiny_agent.transcript import UserMessage
 
 INDEX_NAME: Final = ".tiny-agent-index.json"
-INDEX_VERSION: Final = 2
+INDEX_VERSION: Final = 3
+"""3: summaries carry usage and runs per day and model (``buckets``)."""
 TAIL_BYTES: Final = 4096
 
 Status = Literal["idle", "open", "corrupt", "unreadable"]
+
+
+class Bucket(msgspec.Struct):
+    """One session's usage on one UTC day with one model, and the runs it started that day with that model."""
+
+    day: str
+    """``YYYY-MM-DD`` (UTC): of the usage fact; of a run's start for its outcome."""
+    model: str
+    """The model of the attempt (its configuration snapshot); a run counts under its first attempt's model."""
+    attempts: int = 0
+    input: int = 0
+    output: int = 0
+    cacheRead: int = 0
+    cacheWrite: int = 0
+    completed: int = 0
+    failed: int = 0
+    aborted: int = 0
+    open: int = 0
 
 
 class Summary(msgspec.Struct):
@@ -49,6 +74,7 @@ class Summary(msgspec.Struct):
     cacheRead: int = 0
     cacheWrite: int = 0
     error: str | None = None
+    buckets: list[Bucket] = msgspec.field(default_factory=list)
 
 
 class IndexEntry(msgspec.Struct):
@@ -88,23 +114,54 @@ def list_sessions(
     cwd: str | None = None,
 ) -> list[Listed]:
     """Newest first (only those made in ``cwd`` when given); reduces only what the index cannot vouch for."""
+    rows: list[Listed] = []
+    for path, summary, handle in _summaries(directory, progress):
+        if cwd is None or summary.cwd == cwd:
+            rows.append(_row(path, summary, handle))
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows
+
+
+class ReportEntry(msgspec.Struct):
+    """What ``tiny-agent report`` reads of one session: its summary (with buckets) and its handle."""
+
+    handle: str
+    path: str
+    summary: Summary
+
+
+def report_entries(
+    directory: Path, cwd: str | None = None, progress: Callable[[int, int], None] | None = None
+) -> list[ReportEntry]:
+    """Every session's summary with its buckets, newest first (only those made in ``cwd`` when given)."""
+    return [
+        ReportEntry(handle=handle, path=str(path), summary=summary)
+        for path, summary, handle in _summaries(directory, progress)
+        if cwd is None or summary.cwd == cwd
+    ]
+
+
+def _summaries(directory: Path, progress: Callable[[int, int], None] | None) -> Iterator[tuple[Path, Summary, str]]:
+    """Each journal's summary, newest first, from the index where it still vouches; saves the index if it changed.
+
+    The index is saved when the caller stops early too (``--limit``), since
+    ``finally`` runs when a generator is closed.
+    """
     journals = list_journals(directory)
     handles = shortest_handles([session_id_of(path) or "" for path in journals])
     index = _load_index(directory)
     changed = False
-    rows: list[Listed] = []
-    for position, path in enumerate(journals, start=1):
-        entry, fresh = _indexed(index, path)
-        changed = changed or fresh
-        if cwd is None or entry.summary.cwd == cwd:
-            rows.append(_row(path, entry.summary, handles.get(session_id_of(path) or "", "")))
-        if progress is not None:
-            progress(position, len(journals))
-        if limit is not None and len(rows) >= limit:
-            break
-    if changed:
-        _save_index(directory, index)
-    return rows
+    try:
+        for position, path in enumerate(journals, start=1):
+            entry, fresh = _indexed(index, path)
+            changed = changed or fresh
+            if progress is not None:
+                progress(position, len(journals))
+            yield path, entry.summary, handles.get(session_id_of(path) or "", "")
+    finally:
+        if changed:
+            _save_index(directory, index)
 
 
 def _indexed(index: Index, path: Path) -> tuple[IndexEntry, bool]:
@@ -138,7 +195,13 @@ def summarize(path: Path) -> Summary:
     except OSError as error:
         reason = f"unreadable: {error.strerror or error}"
         return Summary(session=session, created=None, model=None, status="unreadable", error=reason)
-    return summary_of(state)
+    summary = summary_of(state)
+    try:
+        summary.buckets = usage_buckets(committed_lines(path), state.header.model)
+    except (msgspec.DecodeError, msgspec.ValidationError, OSError) as error:
+        # The fold has just accepted these bytes; failing now means the file changed under us.
+        summary.error = f"usage by day and model unavailable: {error}"
+    return summary
 
 
 def summary_of(state: SessionState) -> Summary:
@@ -233,3 +296,120 @@ def _save_index(directory: Path, index: Index) -> None:
         # The index is a cache: a read-only or full directory only costs the next listing some speed.
         with contextlib.suppress(OSError):
             staging.unlink(missing_ok=True)
+
+
+# -- usage per day and model, runs by outcome (for ``report``) ----------------------------
+
+
+class _Snapshot(msgspec.Struct):
+    model: str
+
+
+class _Record(msgspec.Struct):
+    type: str
+    operationId: str = ""
+    operationKind: str = ""
+    attemptId: str = ""
+    outcome: str = ""
+    configurationSnapshot: _Snapshot | None = None
+
+
+class _Counts(msgspec.Struct):
+    input: int = 0
+    output: int = 0
+    cacheRead: int = 0
+    cacheWrite: int = 0
+
+
+class _Envelope(msgspec.Struct):
+    """A fact's envelope and the few members the buckets need; contents are skipped, never decoded."""
+
+    kind: str
+    timestamp: int = 0
+    attemptId: str = ""
+    usage: _Counts | None = None
+    record: _Record | None = None
+
+
+_ENVELOPES: Final = msgspec.json.Decoder(list[_Envelope] | _Envelope)
+
+
+def usage_buckets(lines: Iterator[tuple[int, bytes]], header_model: str) -> list[Bucket]:
+    """Usage per (UTC day, model) and runs by outcome, from the committed lines of an accepted journal."""
+    tally = _Tally(header_model)
+    for number, line in lines:
+        if number == 1:
+            continue
+        decoded = _ENVELOPES.decode(line)
+        for fact in decoded if isinstance(decoded, list) else [decoded]:
+            tally.fact(fact)
+    return tally.buckets()
+
+
+class _Tally:
+    def __init__(self, header_model: str) -> None:
+        self.header_model = header_model
+        self.by_key: dict[tuple[str, str], Bucket] = {}
+        self.attempt_models: dict[str, str] = {}
+        self.runs: dict[str, tuple[str, str | None]] = {}
+        """Open runs: operation id -> (day it started, model of its first attempt)."""
+
+    def bucket(self, day: str, model: str) -> Bucket:
+        key = (day, model)
+        found = self.by_key.get(key)
+        if found is None:
+            found = self.by_key[key] = Bucket(day=day, model=model)
+        return found
+
+    def fact(self, fact: _Envelope) -> None:
+        if fact.kind == "usage" and fact.usage is not None:
+            model = self.attempt_models.get(fact.attemptId, self.header_model)
+            bucket = self.bucket(utc_day(fact.timestamp), model)
+            bucket.input += fact.usage.input
+            bucket.output += fact.usage.output
+            bucket.cacheRead += fact.usage.cacheRead
+            bucket.cacheWrite += fact.usage.cacheWrite
+        elif fact.kind == "record" and fact.record is not None:
+            self.record(fact.record, fact.timestamp)
+
+    def record(self, record: _Record, at: int) -> None:
+        if record.type == "runStarted":
+            self.runs[record.operationId] = (utc_day(at), None)
+        elif record.type == "stepAttempt" and record.configurationSnapshot is not None:
+            model = record.configurationSnapshot.model
+            self.attempt_models[record.attemptId] = model
+            self.bucket(utc_day(at), model).attempts += 1
+            run = self.runs.get(record.operationId)
+            if run is not None and run[1] is None:
+                self.runs[record.operationId] = (run[0], model)
+        elif record.type == "operationFinished" and record.operationKind == "run":
+            run = self.runs.pop(record.operationId, None)
+            if run is not None:
+                self.count_run(run, record.outcome)
+
+    def count_run(self, run: tuple[str, str | None], outcome: str) -> None:
+        bucket = self.bucket(run[0], run[1] or self.header_model)
+        if outcome == "completed":
+            bucket.completed += 1
+        elif outcome == "aborted":
+            bucket.aborted += 1
+        else:
+            bucket.failed += 1
+
+    def buckets(self) -> list[Bucket]:
+        for run in self.runs.values():
+            self.bucket(run[0], run[1] or self.header_model).open += 1
+        return sorted(self.by_key.values(), key=lambda bucket: (bucket.day, bucket.model))
+
+
+DAY_MS: Final = 86_400_000
+_days: dict[int, str] = {}
+
+
+def utc_day(ms: int) -> str:
+    """``YYYY-MM-DD`` of a journal timestamp, in UTC (cached: a session's facts fall on few days)."""
+    number = ms // DAY_MS
+    day = _days.get(number)
+    if day is None:
+        day = _days[number] = time.strftime("%Y-%m-%d", time.gmtime(number * 86_400))
+    return day

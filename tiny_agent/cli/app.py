@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 def _register_commands() -> None:
     """Importing the command modules adds their commands to ``app`` (once)."""
-    from tiny_agent.cli import chatting, driving, inspecting
+    from tiny_agent.cli import chatting, driving, inspecting, viewing
 
-    del chatting, driving, inspecting
+    del chatting, driving, inspecting, viewing
 
 
 def _die(message: str, exit_code: int) -> NoReturn:

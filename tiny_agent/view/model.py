@@ -1,0 +1,540 @@
+"""A typed view of one session, read from its journal: what ``tiny-agent view`` draws.
+
+Operations (runs and compactions) hold steps, steps hold attempts and the
+tool calls they asked for, each with the journal's timestamps.  What each
+attempt's response was, what the seam kept and why comes from
+:func:`tiny_agent.audit.audit` (which re-derives every stored response through
+:func:`tiny_agent.settlement.derive`); the integrity verdict from
+:func:`tiny_agent.verify.verify`.  Nothing is derived twice here.
+
+Size stays bounded whatever the journal: contents are clipped with their
+full size kept, the first and last :data:`FULL_ATTEMPTS` attempts carry their
+raw and canonical bodies, and operations whose attempts all lie outside the
+first and last :data:`ROW_ATTEMPTS` are folded (their counts kept, their
+steps dropped as soon as they finish).
+
+Reads the journal (twice more: audit and verify read it too); builds no HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.api import anthropic, chat_stream, responses
+from tiny_agent.api.sse import looks_like_sse
+from tiny_agent.audit import AttemptAudit, AuditReport, Settled, audit
+from tiny_agent.facts import (
+    AbortRequested,
+    AssistantEntry,
+    CompactionEntry,
+    CompactionStarted,
+    Entry,
+    EntryFact,
+    Fact,
+    HeaderLine,
+    OperationFinished,
+    PreExecutionResultEntry,
+    RawFact,
+    RawResponse,
+    Record,
+    RecordFact,
+    RunStarted,
+    StartedToolResultEntry,
+    StepAttempt,
+    StepFailed,
+    ToolStarted,
+    UserEntry,
+)
+from tiny_agent.journal import committed_lines, facts
+from tiny_agent.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.recovery import STEP_LIMIT_CODE
+from tiny_agent.transcript import Usage
+from tiny_agent.userconfig import ModelSettings
+from tiny_agent.verify import Verdict, verify
+from tiny_agent.view.cost import Cost, price
+
+FULL_ATTEMPTS: Final = 20
+"""The first and the last this many attempts show their raw-vs-canonical panels."""
+ROW_ATTEMPTS: Final = 250
+"""Operations with an attempt among the first or last this many are rows; the rest are folded."""
+PREVIEW_CHARS: Final = 240
+"""A content's preview in a row."""
+DETAIL_CHARS: Final = 16_384
+"""A content shown in full (a prompt, a tool result, an answer) beyond this is cut, its size shown."""
+STREAM_CHARS: Final = 16_384
+"""How much of an event stream's own text a panel keeps (the reassembled body is shown as JSON)."""
+
+OperationKind = Literal["run", "compaction"]
+OperationOutcome = Literal["completed", "failed", "aborted", "open"]
+RawKind = Literal["json", "stream", "text", "binary"]
+
+
+class Clip(msgspec.Struct, frozen=True):
+    """A text cut to a limit, with the size of the whole."""
+
+    text: str
+    size: int
+    """Characters in the whole text."""
+
+    @property
+    def cut(self) -> bool:
+        return len(self.text) < self.size
+
+
+def clip(text: str, limit: int) -> Clip:
+    return Clip(text=text[:limit], size=len(text))
+
+
+class RawView(msgspec.Struct):
+    """A stored response as a panel shows it."""
+
+    kind: RawKind
+    value: Any = None
+    """The decoded body (``json``), or the body a stream reassembles into (``stream``)."""
+    text: Clip | None = None
+    """The body's own text: an event stream, a body that is not JSON, or base64."""
+
+
+class AttemptDetail(msgspec.Struct):
+    """What only attempts shown in full carry: the bodies themselves."""
+
+    raw: RawView | None
+    canonical: Any = None
+    """The assistant message the journal kept, as plain JSON values (None when the step failed)."""
+
+
+class AttemptView(msgspec.Struct):
+    number: int
+    """1, 2, ... over the session (audit's numbering)."""
+    attempt: int
+    """1 for a step's first attempt, 2 for its retry, ..."""
+    attemptId: str
+    model: str
+    started: int
+    audit: AttemptAudit
+    """What audit found: the response, what the seam kept and dropped, usage, notes, drift."""
+    responded: int | None = None
+    """When the response's ``raw`` fact was committed."""
+    ended: int | None = None
+    """When the attempt was settled, failed, or closed by the next attempt."""
+    answer: Clip | None = None
+    """The start of the answer's text, for the row."""
+    calls: list[str] = msgspec.field(default_factory=list)
+    """Names of the tool calls the answer asked for."""
+    cost: Cost = Cost()
+    detail: AttemptDetail | None = None
+
+    @property
+    def status(self) -> Settled:
+        return self.audit.settled
+
+
+class ToolView(msgspec.Struct):
+    name: str
+    callId: str
+    arguments: Clip
+    replay: str | None
+    """``safe`` or ``never``; None for a call answered without running (a synthetic result)."""
+    outcome: str = "pending"
+    """``success``, ``error``, ``pending``, or ``synthetic: <reason>``."""
+    started: int | None = None
+    finished: int | None = None
+    result: Clip | None = None
+
+
+class StepView(msgspec.Struct):
+    stepId: str
+    kind: str
+    attempts: list[AttemptView] = msgspec.field(default_factory=list)
+    tools: list[ToolView] = msgspec.field(default_factory=list)
+
+
+class CompactionView(msgspec.Struct):
+    summary: Clip
+    compacted: int
+    """Entries the summary stands for."""
+    retained: int
+    """Messages kept verbatim after the summary."""
+
+
+class OperationView(msgspec.Struct):
+    operationId: str
+    kind: OperationKind
+    number: int
+    """Runs and compactions are numbered apart: run 1, run 2, compaction 1."""
+    started: int
+    prompt: Clip | None = None
+    finished: int | None = None
+    outcome: OperationOutcome = "open"
+    completion: str | None = None
+    errorCode: str | None = None
+    errorMessage: str | None = None
+    abortPhase: str | None = None
+    abortAt: int | None = None
+    steps: list[StepView] = msgspec.field(default_factory=list)
+    compaction: CompactionView | None = None
+    attempts: int = 0
+    failedAttempts: int = 0
+    retries: int = 0
+    tools: int = 0
+    firstAttempt: int = 0
+    """The session-wide number of its first attempt (0 before any)."""
+    usage: Usage = Usage()
+    folded: bool = False
+    """Outside the rows kept for a big session: counts only, no steps."""
+
+    @property
+    def step_limit(self) -> bool:
+        return self.errorCode == STEP_LIMIT_CODE
+
+
+class Header(msgspec.Struct, frozen=True):
+    id: str
+    handle: str
+    path: str
+    version: int
+    created: int
+    cwd: str
+    provider: str
+    model: str
+
+
+class SessionView(msgspec.Struct):
+    header: Header
+    verdict: Verdict
+    report: AuditReport
+    """Every attempt's audit (raw vs canonical, dropped fields, adapters, usage derivation, drift)."""
+    operations: list[OperationView]
+    attempts: list[AttemptView]
+    """Every attempt, in order, with its cost (rows and panels hold the same objects)."""
+    cost: Cost
+    full: int
+    """How many attempts at each end carry panels."""
+    rows: int
+    """How many attempts at each end are rows."""
+
+    @property
+    def last_run(self) -> OperationView | None:
+        runs = [operation for operation in self.operations if operation.kind == "run"]
+        return runs[-1] if runs else None
+
+
+def build_view(
+    path: Path,
+    *,
+    handle: str,
+    prices: Mapping[str, ModelSettings],
+    full: int = FULL_ATTEMPTS,
+    rows: int = ROW_ATTEMPTS,
+) -> SessionView:
+    """Read the journal at ``path`` (raises CorruptionError if the reducer refuses it, OSError if unreadable)."""
+    report = audit(path)
+    verdict = verify(path)
+    header = _header(path, handle)
+    walk = _Walk(report, prices, full=max(0, full), rows=max(full, rows))
+    for _, transaction in facts(path):
+        if not walk.transaction(transaction):
+            break
+    walk.finish()
+    attempts = walk.attempt_views
+    return SessionView(
+        header=header,
+        verdict=verdict,
+        report=report,
+        operations=walk.operations,
+        attempts=attempts,
+        cost=_sum_costs(attempts),
+        full=walk.full,
+        rows=walk.rows,
+    )
+
+
+def _header(path: Path, handle: str) -> Header:
+    for _, line in committed_lines(path):
+        line_header = msgspec.json.decode(line, type=HeaderLine)
+        return Header(
+            id=line_header.id,
+            handle=handle,
+            path=str(path),
+            version=line_header.version,
+            created=line_header.createdAt,
+            cwd=line_header.cwd,
+            provider=line_header.provider,
+            model=line_header.model,
+        )
+    raise ValueError(f"{path}: no header line")  # unreachable: audit accepted the journal
+
+
+def _sum_costs(attempts: list[AttemptView]) -> Cost:
+    result = Cost()
+    for attempt in attempts:
+        result = result + attempt.cost
+    return result
+
+
+class _Walk:
+    """One pass over the facts, building operations, steps, attempts and tools in journal order."""
+
+    def __init__(self, report: AuditReport, prices: Mapping[str, ModelSettings], *, full: int, rows: int) -> None:
+        self.audits: dict[str, AttemptAudit] = {attempt.attemptId: attempt for attempt in report.attempts}
+        self.total = len(report.attempts)
+        self.prices = prices
+        self.full = full
+        self.rows = rows
+        self.operations: list[OperationView] = []
+        self.attempt_views: list[AttemptView] = []
+        self.current: OperationView | None = None
+        self.steps: dict[str, StepView] = {}
+        self.attempts: dict[str, AttemptView] = {}
+        self.tools: dict[str, ToolView] = {}
+        self.latest_of_step: dict[str, AttemptView] = {}
+        self.prompt: Clip | None = None
+        self.run_count = 0
+        self.compaction_count = 0
+
+    def in_rows(self, number: int) -> bool:
+        return number <= self.rows or number > self.total - self.rows
+
+    def in_full(self, number: int) -> bool:
+        return number <= self.full or number > self.total - self.full
+
+    def transaction(self, transaction: list[Fact]) -> bool:
+        """Apply one line's facts; False when the journal has grown past what the audit saw."""
+        for fact in transaction:
+            if not self.fact(fact):
+                return False
+        return True
+
+    def fact(self, fact: Fact) -> bool:
+        match fact:
+            case EntryFact():
+                self._entry(fact.entry, fact.timestamp)
+            case RecordFact():
+                return self._record(fact.record, fact.id, fact.timestamp)
+            case RawFact():
+                self._raw(fact)
+        return True
+
+    # -- entries ---------------------------------------------------------------------
+
+    def _entry(self, entry: Entry, at: int) -> None:
+        match entry:
+            case UserEntry():
+                self.prompt = clip(entry.message.content, DETAIL_CHARS)
+            case AssistantEntry():
+                self._answered(entry, at)
+            case StartedToolResultEntry():
+                tool = self.tools.get(entry.toolStartedId)
+                if tool is not None:
+                    result = entry.result
+                    tool.outcome = result.type if result.reason is UNSET else f"synthetic: {result.reason}"
+                    tool.finished = at
+                    tool.result = clip(entry.message.content, self._content_limit())
+            case PreExecutionResultEntry():
+                self._synthetic(entry, at)
+            case CompactionEntry():
+                if self.current is not None:
+                    compaction = self.current.compaction
+                    compacted = compaction.compacted if compaction else 0
+                    self.current.compaction = CompactionView(
+                        summary=clip(entry.summary, DETAIL_CHARS), compacted=compacted, retained=len(entry.retainedTail)
+                    )
+
+    def _answered(self, entry: AssistantEntry, at: int) -> None:
+        attempt = self.attempts.get(entry.attemptId)
+        if attempt is None:
+            return
+        attempt.ended = at
+        message = entry.message
+        if message.content:
+            limit = DETAIL_CHARS if self.in_full(attempt.number) else PREVIEW_CHARS
+            attempt.answer = clip(message.content, limit)
+        attempt.calls = [call.function.name for call in message.calls]
+        if attempt.detail is not None:
+            attempt.detail.canonical = msgspec.to_builtins(message)
+
+    def _synthetic(self, entry: PreExecutionResultEntry, at: int) -> None:
+        step = self.steps.get(entry.stepId)
+        if step is None or self.current is None:
+            return
+        step.tools.append(
+            ToolView(
+                name=entry.toolName,
+                callId=entry.message.tool_call_id,
+                arguments=clip("", 0),
+                replay=None,
+                outcome=f"synthetic: {entry.result.reason}",
+                finished=at,
+                result=clip(entry.message.content, PREVIEW_CHARS),
+            )
+        )
+        self.current.tools += 1
+
+    def _content_limit(self) -> int:
+        """Contents of the latest step are kept in full when its attempt has a panel, else as a preview."""
+        operation = self.current
+        if operation is None or not operation.steps or not operation.steps[-1].attempts:
+            return PREVIEW_CHARS
+        return DETAIL_CHARS if self.in_full(operation.steps[-1].attempts[-1].number) else PREVIEW_CHARS
+
+    # -- records ---------------------------------------------------------------------
+
+    def _record(self, record: Record, fact_id: str, at: int) -> bool:
+        match record:
+            case RunStarted():
+                self.run_count += 1
+                self._open(record.operationId, "run", self.run_count, at, self.prompt)
+            case CompactionStarted():
+                self.compaction_count += 1
+                operation = self._open(record.operationId, "compaction", self.compaction_count, at, None)
+                operation.compaction = CompactionView(
+                    summary=clip("", 0), compacted=len(record.compactedEntryIds), retained=len(record.retainedEntryIds)
+                )
+            case StepAttempt():
+                return self._attempt(record, at)
+            case StepFailed():
+                attempt = self.attempts.get(record.attemptId)
+                if attempt is not None:
+                    attempt.ended = at
+            case ToolStarted():
+                self._tool(record, fact_id, at)
+            case AbortRequested():
+                if self.current is not None:
+                    self.current.abortPhase = record.phase
+                    self.current.abortAt = at
+            case OperationFinished():
+                self._finish(record, at)
+        return True
+
+    def _open(self, operation_id: str, kind: OperationKind, number: int, at: int, prompt: Clip | None) -> OperationView:
+        operation = OperationView(operationId=operation_id, kind=kind, number=number, started=at, prompt=prompt)
+        self.operations.append(operation)
+        self.current = operation
+        self.prompt = None
+        return operation
+
+    def _attempt(self, record: StepAttempt, at: int) -> bool:
+        audited = self.audits.get(record.attemptId)
+        operation = self.current
+        if audited is None or operation is None:
+            return False
+        previous = self.latest_of_step.get(record.stepId)
+        if previous is not None and previous.ended is None:
+            previous.ended = at
+        step = self.steps.get(record.stepId)
+        if step is None:
+            step = StepView(stepId=record.stepId, kind=record.stepKind)
+            self.steps[record.stepId] = step
+            operation.steps.append(step)
+        attempt = AttemptView(
+            number=audited.number,
+            attempt=record.attempt,
+            attemptId=record.attemptId,
+            model=audited.model,
+            started=at,
+            audit=audited,
+            cost=price(audited.usage, audited.model, self.prices),
+        )
+        if self.in_full(audited.number):
+            attempt.detail = AttemptDetail(raw=None)
+        step.attempts.append(attempt)
+        self.attempts[record.attemptId] = attempt
+        self.attempt_views.append(attempt)
+        self.latest_of_step[record.stepId] = attempt
+        operation.attempts += 1
+        operation.retries += record.attempt > 1
+        operation.firstAttempt = operation.firstAttempt or audited.number
+        return True
+
+    def _tool(self, record: ToolStarted, fact_id: str, at: int) -> None:
+        step = self.steps.get(record.stepId)
+        if step is None or self.current is None:
+            return
+        arguments = msgspec.json.encode(record.arguments).decode("utf-8")
+        tool = ToolView(
+            name=record.toolName,
+            callId=record.toolCallId,
+            arguments=clip(arguments, self._content_limit()),
+            replay=record.replay,
+            started=at,
+        )
+        step.tools.append(tool)
+        self.tools[fact_id] = tool
+        self.current.tools += 1
+
+    def _raw(self, fact: RawFact) -> None:
+        attempt = self.attempts.get(fact.attemptId)
+        if attempt is None:
+            return
+        attempt.responded = fact.timestamp
+        if attempt.detail is not None:
+            audited = self.audits[fact.attemptId]
+            api = audited.response.api if audited.response is not None else "chat"
+            attempt.detail.raw = raw_view(fact.raw, api)
+
+    def _finish(self, record: OperationFinished, at: int) -> None:
+        operation = self.current
+        if operation is None or operation.operationId != record.operationId:
+            return
+        operation.finished = at
+        operation.outcome = record.outcome
+        operation.completion = None if record.completion is UNSET else record.completion
+        if record.error is not UNSET:
+            operation.errorCode = record.error.code
+            operation.errorMessage = record.error.message
+        self._close(operation)
+
+    def _close(self, operation: OperationView) -> None:
+        """Settle what the operation's attempts say, and fold it when it lies outside the rows."""
+        for step in operation.steps:
+            for attempt in step.attempts:
+                audited = attempt.audit
+                operation.usage = operation.usage + audited.usage
+                operation.failedAttempts += audited.settled in ("failed", "aborted")
+        numbers = [attempt.number for step in operation.steps for attempt in step.attempts]
+        position = numbers[0] if numbers else max(1, len(self.attempt_views))
+        keep = any(self.in_rows(number) for number in numbers) or (not numbers and self.in_rows(position))
+        if not keep:
+            operation.folded = True
+            operation.steps = []
+            if operation.prompt is not None:
+                operation.prompt = clip(operation.prompt.text, PREVIEW_CHARS)
+        self.steps.clear()
+        self.tools.clear()
+        self.attempts.clear()
+        self.latest_of_step.clear()
+        self.current = None
+
+    def finish(self) -> None:
+        """An operation still open at the end (a crash, or a live session) keeps what it has."""
+        if self.current is not None:
+            self._close(self.current)
+
+
+def raw_view(raw: RawResponse, api: str) -> RawView:
+    """A stored body for a panel: decoded JSON, a stream and the body it reassembles into, or text."""
+    if raw.body is UNSET:
+        encoded = "" if raw.bodyBase64 is UNSET else raw.bodyBase64
+        return RawView(kind="binary", text=clip(encoded, STREAM_CHARS))
+    text = raw.body
+    if looks_like_sse(text):
+        return RawView(kind="stream", value=reassembled_body(text, api), text=clip(text, STREAM_CHARS))
+    try:
+        return RawView(kind="json", value=LineDecoder().decode(text.encode("utf-8")))
+    except ProfileViolation:
+        return RawView(kind="text", text=clip(text, DETAIL_CHARS))
+
+
+def reassembled_body(text: str, api: str) -> Any:
+    """The body the API's own stream reassembly makes of an event stream (None if it could not)."""
+    if api == "anthropic":
+        return anthropic.reassemble_anthropic_stream(text).body
+    if api == "responses":
+        return responses.reassemble_responses_stream(text).body
+    assembled = chat_stream.reassemble(text)
+    return assembled.body if isinstance(assembled, chat_stream.Reassembled) else None

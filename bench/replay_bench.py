@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay throughput against a bare msgspec decode of the same bytes, measured in one run.
 
-    python bench/replay_bench.py [--sizes 10,100] [--repeat 5] [--journal PATH ...]
+    python bench/replay_bench.py [--sizes 10,100] [--repeat 5] [--journal PATH ...] [--baseline ROOT]
 
 For each size it generates a valid session v2 journal with the shared
 generator (../shared/bench/gen_v2_session.py, cached under bench/out/) and a
@@ -16,10 +16,18 @@ sealed v3 copy of it, then measures, each in a fresh interpreter:
   keeps) and the ratio would flatter replay;
 - bare decode, discard: the same, dropping each value at once (pure parse
   speed, shown for reference);
+- with ``--baseline ROOT``: replay again with the ``tiny_agent`` of another
+  checkout (e.g. ``git archive <commit> | tar -x -C ROOT``), in the same
+  interleaved rounds: a before/after comparison that one noisy spell cannot
+  skew;
 - peak RSS of the replay process: the kernel's high-water mark of the
   process's own address space (VmHWM).  ``ru_maxrss`` is not used: on Linux
   it carries the parent's resident set over fork/exec, so a child of a big
   parent (this script after generating a journal) reports the parent's size.
+
+With ``--cpu`` every time is the child's CPU time instead of the wall clock:
+on a machine other processes keep busy, waiting for a core no longer counts
+(the cache and memory bandwidth they share still do).
 
 Machines are noisy (and this one is shared): the modes run in interleaved
 rounds -- replay, keep, discard, replay, keep, ... -- each in a fresh
@@ -91,18 +99,20 @@ def replay():
 work = {"replay": replay, "keep": lambda: bare(True), "discard": lambda: bare(False)}[mode]
 gc.collect()
 start = time.perf_counter()
+cpu_start = time.process_time()
 result = work()
+cpu = time.process_time() - cpu_start
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "facts": result if mode == "replay" else None, "rss": peak_rss()}))
+print(json.dumps({"seconds": seconds, "cpu": cpu, "facts": result if mode == "replay" else None, "rss": peak_rss()}))
 """
 
 
 MODES = ("replay", "keep", "discard")
 
 
-def measure_once(path: Path, mode: str) -> dict:
+def measure_once(path: Path, mode: str, root: Path = ROOT) -> dict:
     output = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), mode, str(ROOT)],
+        [sys.executable, "-c", CHILD, str(path), mode, str(root)],
         check=True,
         capture_output=True,
         text=True,
@@ -110,17 +120,22 @@ def measure_once(path: Path, mode: str) -> dict:
     return json.loads(output)
 
 
-def measure(path: Path, repeat: int) -> dict[str, dict]:
+def measure(path: Path, repeat: int, baseline: Path | None = None, cpu: bool = False) -> dict[str, dict]:
     """Best time (and highest peak RSS) of each mode over interleaved rounds."""
     best: dict[str, dict] = {}
+    runs = [(mode, mode, ROOT) for mode in MODES]
+    if baseline is not None:
+        runs.insert(1, ("baseline", "replay", baseline))
     for _ in range(repeat):
-        for mode in MODES:
-            result = measure_once(path, mode)
-            if mode not in best:
-                best[mode] = result
+        for name, mode, root in runs:
+            result = measure_once(path, mode, root)
+            if cpu:
+                result["seconds"] = result["cpu"]
+            if name not in best:
+                best[name] = result
                 continue
-            best[mode]["seconds"] = min(best[mode]["seconds"], result["seconds"])
-            best[mode]["rss"] = max(best[mode]["rss"], result["rss"])
+            best[name]["seconds"] = min(best[name]["seconds"], result["seconds"])
+            best[name]["rss"] = max(best[name]["rss"], result["rss"])
     return best
 
 
@@ -169,9 +184,9 @@ def sealed_copy(source: Path) -> Path:
     return target
 
 
-def report(path: Path, repeat: int) -> dict:
+def report(path: Path, repeat: int, baseline: Path | None, cpu: bool) -> dict:
     size = path.stat().st_size
-    results = measure(path, repeat)
+    results = measure(path, repeat, baseline, cpu)
     replay, keep, discard = results["replay"], results["keep"], results["discard"]
     megabytes = size / 1e6
     row = {
@@ -188,6 +203,12 @@ def report(path: Path, repeat: int) -> dict:
         "peak RSS MB": round(replay["rss"] / 1e6, 1),
         "RSS / file": round(replay["rss"] / size, 2),
     }
+    if "baseline" in results:
+        before = results["baseline"]
+        row["baseline MB/s"] = round(megabytes / before["seconds"], 1)
+        row["baseline ratio (vs keep)"] = round(keep["seconds"] / before["seconds"], 2)
+        row["baseline RSS MB"] = round(before["rss"] / 1e6, 1)
+        row["replay / baseline speed"] = round(before["seconds"] / replay["seconds"], 3)
     return row
 
 
@@ -197,6 +218,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--journal", action="append", type=Path, default=[], help="measure these files instead")
     parser.add_argument("--no-v3", action="store_true", help="skip the sealed v3 copies")
+    parser.add_argument(
+        "--baseline", type=Path, help="also replay with the tiny_agent of this checkout, interleaved (before/after)"
+    )
+    parser.add_argument(
+        "--cpu", action="store_true", help="time by the child's CPU time, not the wall clock (for a busy machine)"
+    )
     args = parser.parse_args()
     journals = list(args.journal)
     if not journals:
@@ -206,7 +233,7 @@ def main() -> None:
             if not args.no_v3:
                 journals.append(sealed_copy(v2))
     started = time.time()
-    rows = [report(path, args.repeat) for path in journals]
+    rows = [report(path, args.repeat, args.baseline, args.cpu) for path in journals]
     columns = list(rows[0])
     widths = {column: max(len(column), *(len(str(row[column])) for row in rows)) for column in columns}
     print("  ".join(column.rjust(widths[column]) for column in columns))

@@ -76,8 +76,8 @@ svg polyline.line.cost{stroke:var(--output)}
 .toolbar{margin:8px 0}
 .toolbar button{font:inherit;font-size:12px;margin-right:6px}
 body.problems-only .attempt.assistant{display:none}
-body.problems-only details.operation.completed{display:none}
-.legend-item{margin-right:12px}
+.scroll{overflow-x:auto}
+svg polyline.line.solid{stroke:var(--cache-read)}
 """
 
 SCRIPT: Final = """
@@ -182,4 +182,5 @@ def grid(head: list[str], rows: list[list[str]], css: str = "grid") -> str:
     """A table; head cells are plain text, row cells are HTML."""
     heading = "".join(f"<th>{escape(cell)}</th>" for cell in head)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<table class="{escape(css)}"><thead><tr>{heading}</tr></thead><tbody>{body}</tbody></table>'
+    table = f'<table class="{escape(css)}"><thead><tr>{heading}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<div class="scroll">{table}</div>'

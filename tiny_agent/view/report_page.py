@@ -55,7 +55,7 @@ def _charts(report: Report) -> str:
     rates = [row.cacheHitRate for row in report.rows]
     if any(rate is not None for rate in rates):
         parts.append(f"<h2>Cache hit rate by {text(report.by)}</h2>")
-        parts.append(line_chart(keys, [("rate", rates)], title="cache hit rate", css="rate", top=1.0, label=percent))
+        parts.append(line_chart(keys, [("solid", rates)], title="cache hit rate", css="rate", top=1.0, label=percent))
     costs = [row.pricedCost if (row.cost is not None or row.pricedCost) else None for row in report.rows]
     parts.append(f"<h2>Cost by {text(report.by)}</h2>")
     if any(cost for cost in costs):

@@ -24,12 +24,14 @@ from tiny_agent.view.page import facts_table, text
 
 BODY_BUDGET: Final = 65_536
 """Characters of pretty-printed JSON per body before it is cut."""
+OPEN_CHARS: Final = 2_000
+"""A content longer than this starts collapsed even where short ones start open."""
 
 
 def clip_block(label: str, content: Clip, *, open_: bool) -> str:
     """A content in a ``<details>``, its size in the summary, and a note when it was cut."""
     cut = f' <span class="cut">(showing the first {len(content.text):,})</span>' if content.cut else ""
-    opened = " open" if open_ else ""
+    opened = " open" if open_ and content.size <= OPEN_CHARS else ""
     return (
         f'<details class="content"{opened}><summary>{escape(label)} '
         f'<span class="muted">({content.size:,} characters)</span>{cut}</summary>'

@@ -37,16 +37,16 @@ def canonical_digest(value: Any) -> str:
 def _has_astral_member_name(value: Any) -> bool:
     stack = [value]
     while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for name, member in item.items():
-                if not name.isascii() and any(ord(ch) > 0xFFFF for ch in name):
-                    return True
-                stack.append(member)
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, msgspec.Struct):
-            stack.append(msgspec.to_builtins(item))
+        match stack.pop():
+            case dict() as mapping:
+                for name, member in mapping.items():
+                    if not name.isascii() and any(ord(ch) > 0xFFFF for ch in name):
+                        return True
+                    stack.append(member)
+            case list() as items:
+                stack.extend(items)
+            case msgspec.Struct() as struct:
+                stack.append(msgspec.to_builtins(struct))
     return False
 
 
@@ -55,12 +55,14 @@ def _utf16_key(name: str) -> bytes:
 
 
 def _canonical_exact(value: Any) -> str:
-    if isinstance(value, msgspec.Struct):
-        value = msgspec.to_builtins(value)
-    if isinstance(value, dict):
-        members = sorted(value.items(), key=lambda item: _utf16_key(item[0]))
-        inner = ",".join(_encode(name).decode() + ":" + _canonical_exact(member) for name, member in members)
-        return "{" + inner + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_canonical_exact(item) for item in value) + "]"
-    return _encode(value).decode()
+    match value:
+        case msgspec.Struct():
+            return _canonical_exact(msgspec.to_builtins(value))
+        case dict():
+            members = sorted(value.items(), key=lambda item: _utf16_key(item[0]))
+            inner = ",".join(_encode(name).decode() + ":" + _canonical_exact(member) for name, member in members)
+            return "{" + inner + "}"
+        case list():
+            return "[" + ",".join(_canonical_exact(item) for item in value) + "]"
+        case _:
+            return _encode(value).decode()

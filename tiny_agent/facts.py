@@ -1,12 +1,13 @@
 """Journal facts as typed Structs: what a writer builds and encodes into lines.
 
 One Struct per fact kind, entry shape and record type of session-v2, plus the
-v3 ``raw`` and ``seal`` facts.  Field names are the journal's own; every
-Struct forbids unknown fields and omits UNSET optional members, so encoding a
-fact gives exactly the member set the reducer accepts.  The reducer itself
-reads untrusted lines rule by rule (see :mod:`tiny_agent.reducer`); these
-types are the writing side of the same contract, and the tests hold the two
-together (everything encoded from these Structs reduces).
+v3 ``raw`` and ``seal`` facts.  Field names are the journal's own (camelCase:
+they are the spec's names, and many modules read them); every Struct forbids
+unknown fields and omits UNSET optional members.  The fold derives the member
+set it accepts for each object from these Structs
+(:mod:`tiny_agent.fold.contract`), so encoding a fact gives exactly what the
+fold accepts; the fold itself reads untrusted lines rule by rule.
+tests/test_schema.py pins these Structs to the spec's member lists.
 
 Pure.
 """

@@ -5,7 +5,7 @@ Besides it, the state carries a typed index of every applied entry and the
 context boundary, which recovery planning and audit need but the conformance
 shape leaves out.
 
-These objects are owned by the fold (:mod:`tiny_agent.reducer`) and advance
+These objects are owned by the fold (:mod:`tiny_agent.fold`) and advance
 with it; treat them as read-only.
 """
 

@@ -53,8 +53,6 @@ from tiny_agent.json_profile import MAX_SAFE_INTEGER
 from tiny_agent.state import ConfigurationSnapshot
 from tiny_agent.transcript import ToolCall
 
-__all__ = ["MAX_SAFE_INTEGER"]  # re-exported: older imports take it from here
-
 SafeInt = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
 """A safe non-negative integer (session-v2 §3)."""
 Seq = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]

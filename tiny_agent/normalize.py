@@ -27,9 +27,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from tiny_agent.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation
 from tiny_agent.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
-from tiny_agent.wire import MAX_SAFE_INTEGER
 
 CacheSource = Literal["prompt_tokens_details.cached_tokens", "prompt_cache_hit_tokens"]
 

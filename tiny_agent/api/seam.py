@@ -19,10 +19,9 @@ from typing import Any, Final
 
 import msgspec
 
-from tiny_agent.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation
 from tiny_agent.normalize import Outcome
 from tiny_agent.transcript import AssistantMessage, ToolCall
-from tiny_agent.wire import MAX_SAFE_INTEGER
 
 MISSING: Final = object()
 """A member that is absent (as opposed to present and null)."""

@@ -277,3 +277,63 @@ def test_the_clock_in_rows_comes_from_the_journal(tmp_path: Path) -> None:
     start = Clock()()
     assert run.started >= start
     assert page.duration(run.started, run.finished).endswith(" ms")
+
+
+# -- what else a panel shows: adapters, an early end, redactions, bodies that are not JSON -----------
+
+
+def test_panels_show_adapters_an_early_end_and_redactions(tmp_path: Path) -> None:
+    import replies
+    from test_view_support import run
+
+    from tiny_agent.loopback import LoopbackServer, Reply
+
+    key = "sk-test-0123456789abcdefghijklmn"
+    quirky = (PROJECT_ROOT / "fixtures" / "wire" / "vllm-empty-tool-calls.json").read_bytes()
+    echoed = Reply(body=replies.body({"role": "assistant", "content": f"your key is {key}"}))
+    cut = replies.stream("chat", replies.text_answer(), seed=4, break_off_after=60)
+    with workspace(tmp_path), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TINY_AGENT_API_KEY", key)
+        with LoopbackServer([Reply(body=quirky)]) as server:
+            code, _, err = run(server, "hi", "--provider", "vllm", "--no-stream")
+        assert code == 0, err
+        journal = next((tmp_path / "sessions").glob("*.jsonl"))
+        with LoopbackServer([echoed]) as server:
+            code, _, err = run(server, "and the key?", "--session", str(journal), "--no-stream")
+        assert code == 0, err
+        with LoopbackServer([cut]) as server:
+            code, _, err = run(server, "again", "--session", str(journal), "--stream", "--retries", "1")
+        assert code == 1, err
+    view = build_view(journal, handle="", prices={})
+    html = session_page(view)
+    first, second, third = view.attempts
+    assert first.audit.response is not None and first.audit.response.adapted
+    assert html.count("adapters changed") == 1 and "empty-tool-calls-is-none" in html
+    assert second.audit.response is not None and second.audit.response.redactions == 1
+    assert "secret occurrence(s) replaced before journaling" in html and key not in html
+    assert third.audit.response is not None and third.audit.response.incomplete
+    assert "ended early" in html
+
+
+def test_bodies_that_are_not_json_or_not_text(tmp_path: Path) -> None:
+    from tiny_agent.facts import RawFact, RawResponse
+
+    path = tmp_path / "odd.jsonl"
+    writer = new_writer(path)
+    run = RunWriter(writer)
+    run.start("first")
+    run.attempt()
+    run.raw("<html><body><h1>502 Bad Gateway</h1><script>window.__pwned=1</script></body></html>", status=502)
+    run.attempt(2)
+    blob = base64.b64encode(b"\xff\xfe\x00binary").decode()
+    raw = RawResponse(status=200, contentType="application/octet-stream", bodyBase64=blob)
+    writer.commit([RawFact(id="", operationId=run.operation_id, attemptId=run.attempt_id, raw=raw)])
+    run.fail_step()
+    writer.close(seal=False)
+    view = build_view(path, handle="", prices={})
+    kinds = [attempt.detail.raw.kind for attempt in view.attempts if attempt.detail and attempt.detail.raw]
+    assert kinds == ["text", "binary"]
+    html = session_page(view)
+    assert "Not JSON: shown as text." in html and "&lt;h1&gt;502 Bad Gateway&lt;/h1&gt;" in html
+    assert "Not UTF-8 text: the journal keeps it as base64." in html and blob in html
+    assert "<h1>502" not in html

@@ -49,6 +49,7 @@ details.operation.failed,details.operation.aborted{border-left-color:var(--bad)}
 details.operation.open{border-left-color:var(--warn)}
 details.operation.compaction{border-left-color:#7f56d9;background:#faf8ff}
 details.operation>summary{font-weight:600}
+details.operation>summary .muted{font-weight:normal}
 .step{margin:6px 0 6px 12px;padding-left:10px;border-left:2px solid var(--line)}
 .attempt{margin:4px 0;padding:4px 8px;border-radius:4px;background:var(--panel)}
 .attempt.failed,.attempt.aborted{background:#fef3f2}

@@ -22,32 +22,26 @@ from __future__ import annotations
 import random
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal
 
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent import failpoints, transactions
-from tiny_agent.api.anthropic import anthropic_request
-from tiny_agent.api.chat import chat_request
-from tiny_agent.api.request import RequestOptions, WireRequest
-from tiny_agent.api.responses import responses_request
-from tiny_agent.configuration import Configuration, environment_identity
+from tiny_agent import compaction, failpoints, transactions
+from tiny_agent.configuration import Configuration
 from tiny_agent.facts import Fact, RawResponse
 from tiny_agent.journal import JournalWriter, find_raw
-from tiny_agent.provider import Provider, Received, Timeouts, TransportError, raw_response
+from tiny_agent.provider import Received, TransportError, raw_response
 from tiny_agent.recovery import (
     RETRYABLE_STATUSES,
     STEP_LIMIT_CODE,
     AppendSynthetic,
     Blocked,
     CloseAttempt,
-    CurrentConfiguration,
     Finish,
     Plan,
     SettleFromRaw,
@@ -58,8 +52,9 @@ from tiny_agent.recovery import (
     explain,
     plan_recovery,
 )
-from tiny_agent.redact import Secrets, redact_bytes, redact_text
-from tiny_agent.settlement import settlement
+from tiny_agent.redact import redact_bytes, redact_text
+from tiny_agent.runtime import Policy, Runtime, build_runtime
+from tiny_agent.settlement import settlement, summary_settlement
 from tiny_agent.state import (
     CompactionOperation,
     ConfigurationSnapshot,
@@ -68,51 +63,9 @@ from tiny_agent.state import (
     SessionState,
     ToolCallState,
 )
-from tiny_agent.toolbox import Approver, ToolBox
-from tiny_agent.tools import ToolSpec
-from tiny_agent.transcript import Message
-
-if TYPE_CHECKING:
-    from tiny_agent.profiles import Endpoint
 
 Status = Literal["completed", "failed", "aborted", "blocked", "idle"]
 Signal = Literal["interrupt", "terminate"]
-Api = Literal["chat", "anthropic", "responses"]
-
-RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
-REQUEST_BUILDERS: dict[str, RequestBuilder] = {
-    "chat": chat_request,
-    "anthropic": anthropic_request,
-    "responses": responses_request,
-}
-
-
-class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How a run talks to the model: streaming, the token cap, retries, and the step limit."""
-
-    stream: bool = False
-    stream_usage: bool = True
-    """Chat Completions: ask for usage in the stream (``stream_options.include_usage``)."""
-    max_tokens: int | None = None
-    max_attempts: int = 3
-    """Attempts per model step, transport retries included."""
-    retry_wait: float = 1.0
-    """The first backoff, doubled per retry, with jitter; ``Retry-After`` wins when the provider sends it."""
-    retry_wait_cap: float = 30.0
-    retry_after_cap: float = 120.0
-    max_steps: int = 50
-    """Model steps per run; at the limit the run stops inside the contract."""
-
-
-class Display(Protocol):
-    """What a terminal shows while a run is live (the CLI supplies one; nothing is shown without it)."""
-
-    def model_started(self, api: str, streamed: bool) -> None: ...
-
-    def model_bytes(self, chunk: bytes) -> None: ...
-
-    def model_finished(self) -> None: ...
-
 
 class DriveResult(msgspec.Struct):
     status: Status
@@ -132,61 +85,6 @@ class DriveResult(msgspec.Struct):
     @property
     def interrupted(self) -> bool:
         return self.stopped_by is not None
-
-
-class Runtime:
-    """What driving a session needs besides its journal: configuration, tools, and a provider on demand."""
-
-    def __init__(
-        self,
-        configuration: Configuration,
-        toolbox: ToolBox,
-        connect: Callable[[], Provider] | None,
-        *,
-        api: Api = "chat",
-        policy: Policy = Policy(),
-        secrets: Secrets | None = None,
-        display: Display | None = None,
-    ) -> None:
-        self.configuration = configuration
-        self.toolbox = toolbox
-        self.api = api
-        self.policy = policy
-        self.secrets = secrets or Secrets(())
-        self.display = display
-        self._connect = connect
-        self._provider: Provider | None = None
-
-    def current(self) -> CurrentConfiguration:
-        return CurrentConfiguration(
-            configurationDigest=self.configuration.digest,
-            environmentIdentity=self.configuration.environment_identity,
-            tools=list(self.configuration.tools),
-            maxAttempts=self.policy.max_attempts,
-            maxSteps=self.policy.max_steps,
-        )
-
-    def request(self, context: Sequence[Message]) -> WireRequest:
-        """The request for the model to see ``context`` next, in this runtime's wire API."""
-        configuration = self.configuration
-        options = RequestOptions(
-            max_tokens=self.policy.max_tokens, stream=self.policy.stream, stream_usage=self.policy.stream_usage
-        )
-        build = REQUEST_BUILDERS[self.api]
-        return build(configuration.model, configuration.system_prompt, context, self.toolbox.specs(), options)
-
-    def provider(self) -> Provider:
-        """The provider, connected on first use (a recovery may never need one)."""
-        if self._provider is None:
-            if self._connect is None:
-                raise RuntimeError("this drive has no provider configured")
-            self._provider = self._connect()
-        return self._provider
-
-    def close(self) -> None:
-        if self._provider is not None:
-            self._provider.close()
-            self._provider = None
 
 
 class Driver:
@@ -217,17 +115,85 @@ class Driver:
     # -- entry points -----------------------------------------------------------
 
     def run(self, prompt: str) -> DriveResult:
-        """Accept a prompt as a new run (durably), then drive it to the end."""
-        return self._loop(lambda: self._commit(transactions.begin_run(prompt), "run-started"))
+        """Accept a prompt as a new run (durably), then drive it to the end.
+
+        Compacts first when the context with the prompt would outgrow the
+        model's window, and again -- ending the run and continuing in a new
+        one -- whenever it outgrows it during the run (docs/compaction.md).
+        """
+        if self._outgrown(extra=prompt):
+            self.compact()
+        result = self._phase_loop(lambda: self._commit(transactions.begin_run(prompt), "run-started"))
+        return self._continue(result)
 
     def drive(self) -> DriveResult:
-        return self._loop(None)
+        """Finish whatever is open (a crash's leftovers), and a continuation that was due."""
+        return self._continue(self._phase_loop(None))
+
+    def compact(self, keep: int | None = None) -> DriveResult:
+        """A compaction of the idle session: a summary of all but the newest messages (``keep``)."""
+        state = self.state
+        kept = self.runtime.compacting.keep if keep is None else keep
+        cut = compaction.cut(transactions.message_ids(state), state.transcript, _active_messages(state), kept)
+        if cut is None:
+            self.report("nothing to compact: the retained messages would be all of them")
+            return DriveResult(status="idle")
+        self.report(f"compacting: {len(cut.compacted)} messages into a summary, {len(cut.retained)} kept verbatim")
+        return self._phase_loop(lambda: self._commit(transactions.begin_compaction(self.state, cut), "compaction-started"))
 
     def abort(self) -> None:
         """Durably request an abort of the open operation (for ``resume --abort``)."""
         self._request_abort()
 
     # -- the loop ------------------------------------------------------------------
+
+    def _continue(self, result: DriveResult) -> DriveResult:
+        """While the last run stopped to compact (or hit the provider's context limit once): compact, continue."""
+        retried_context_length = False
+        while result.status == "failed" and not self.stopped_by:
+            due = self._continuation_due()
+            if due is None or (due == compaction.CONTEXT_LENGTH_EXCEEDED and retried_context_length):
+                return result
+            retried_context_length = retried_context_length or due == compaction.CONTEXT_LENGTH_EXCEEDED
+            compacted = self._compact_unless_done()
+            if compacted.status != "completed":
+                return result if compacted.status == "idle" else compacted
+            self.report("continuing the task in a new run after the compaction")
+            result = self._phase_loop(lambda: self._commit(transactions.begin_run(compaction.CONTINUE_PROMPT), "run-started"))
+        return result
+
+    def _continuation_due(self) -> str | None:
+        """Why the session's last run must be continued after a compaction, or None."""
+        state = self.state
+        last_run = state.lastRunOutcome
+        if last_run is None or last_run.outcome != "failed" or not isinstance(state.operation, IdleOperation):
+            return None
+        if last_run.errorCode == compaction.CONTEXT_FULL:
+            return compaction.CONTEXT_FULL
+        failure = state.lastStepFailure
+        if failure is not None and failure.code == compaction.CONTEXT_LENGTH_EXCEEDED:
+            return compaction.CONTEXT_LENGTH_EXCEEDED
+        return None
+
+    def _compact_unless_done(self) -> DriveResult:
+        """The compaction a continuation needs, unless the newest operation already is one (a resume)."""
+        last = self.state.lastOutcome
+        if last is not None and last.kind == "compaction" and last.outcome == "completed":
+            return DriveResult(status="completed")
+        return self.compact()
+
+    def _outgrown(self, extra: str = "") -> bool:
+        budget = self.runtime.message_budget()
+        return budget is not None and compaction.estimate_tokens(self.state.activeContext, len(extra)) > budget
+
+    def _phase_loop(self, first: Callable[[], object] | None) -> DriveResult:
+        """One operation (with what ``first`` commits to start it) driven to idle, with a fresh outcome."""
+        self._final = None
+        self._failure = None
+        self._last_outcome = None
+        self._cut_off = False
+        self._step_limit = False
+        return self._loop(first)
 
     def _loop(self, first: Callable[[], object] | None) -> DriveResult:
         actions = 0
@@ -251,7 +217,7 @@ class Driver:
         state = self.state
         if type(state.operation) is not RunOperation and type(state.operation) is not CompactionOperation:
             return self._idle_result(actions)
-        plan = plan_recovery(state, self.runtime.current())
+        plan = plan_recovery(state, self.runtime.current(state))
         if type(plan) is Blocked:
             return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
         if not self._settles_own_response(plan):
@@ -260,7 +226,7 @@ class Driver:
         return None
 
     def _blocked_reason(self, plan: Blocked) -> str:
-        return blocked_reason(plan, self.state, self.runtime.configuration)
+        return blocked_reason(plan, self.state, self.runtime.configuration_for(self.state))
 
     def _settles_own_response(self, plan: Plan) -> bool:
         """Settling the response this process just received is routine, not a recovery worth a line."""
@@ -292,14 +258,14 @@ class Driver:
             self._wait_before_retry(plan.attempt)
         facts = transactions.step_attempt(
             self.state,
-            self.runtime.configuration,
+            self.runtime.configuration_for(self.state),
             attempt=plan.attempt,
             context_through=plan.contextThroughEntryId,
             step_id=None if plan.stepId is UNSET else plan.stepId,
         )
         self._commit(facts, "step-attempt")
         self._phase = ("model", None)
-        request = self.runtime.request(self.state.activeContext)
+        request = self.runtime.request(self.state)
         display = self.runtime.display
         received = Received(on_bytes=display.model_bytes if display is not None else None)
         self._last_received = received
@@ -362,11 +328,24 @@ class Driver:
     def _settle_from_raw(self, plan: SettleFromRaw) -> None:
         """Turn the attempt's stored response into its settling transaction (the same live and on resume)."""
         raw = self._stored_raw(plan.rawId)
+        if isinstance(self.state.operation, CompactionOperation):
+            self._settle_summary(raw)
+            return
         decided = settlement(raw, self._attempt_snapshot().adapterIdentity)
         if decided.failure is not None:
             self._failure = decided.failure[1] + self._exhausted(raw)
         facts, label = transactions.settle(self.state, decided)
         self._commit(facts, label)
+
+    def _settle_summary(self, raw: RawResponse) -> None:
+        """A compaction's summary becomes the compaction entry, with the retained tail; anything else fails its step."""
+        decided = summary_settlement(raw, self._attempt_snapshot().adapterIdentity)
+        if decided.summary is None:
+            code, reason = decided.failure or ("bad_summary", "no summary")
+            self._failure = f"the compaction failed: {reason}"
+            self._commit(transactions.fail_step(self.state, code, reason, decided.usage), "step-failed")
+            return
+        self._commit(transactions.settle_compaction(self.state, decided.summary, decided.usage), "compaction")
 
     def _exhausted(self, raw: RawResponse) -> str:
         """Say so when a "try again later" answer fails the step because no attempt is left."""
@@ -467,6 +446,8 @@ class Driver:
         if plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
             self._step_limit = True
             self._failure = plan.error.message
+        elif plan.error is not UNSET and plan.error.code == compaction.CONTEXT_FULL:
+            self._failure = plan.error.message
         elif plan.outcome == "failed" and self._failure is None and state.lastStepFailure is not None:
             self._failure = state.lastStepFailure.message
         facts = transactions.finish(
@@ -543,6 +524,15 @@ class Driver:
         return DriveResult(status="idle", actions=actions)
 
 
+def _active_messages(state: SessionState) -> int:
+    """How many transcript messages the active context holds (after a compaction, all but its summary)."""
+    context = state.activeContext
+    transcript = state.transcript
+    if not context or len(context) > len(transcript):
+        return len(context) - 1 if context else 0
+    return len(context) if context[0] == transcript[len(transcript) - len(context)] else len(context) - 1
+
+
 def _required(value: str | msgspec.UnsetType) -> str:
     if value is UNSET:
         raise AssertionError("the planner always sets this member for this action")
@@ -573,40 +563,4 @@ def _retry_after(received: Received | None, cap: float) -> float | None:
     return min(max(0.0, moment.timestamp() - time.time()), cap)
 
 
-def build_runtime(
-    endpoint: Endpoint,
-    *,
-    system_prompt: str,
-    cwd: Path,
-    allow_bash: bool = False,
-    allow_write: bool = False,
-    approve: Approver | None = None,
-    protected: Sequence[Path] = (),
-    policy: Policy = Policy(),
-    timeouts: Timeouts = Timeouts(),
-    display: Display | None = None,
-) -> Runtime:
-    """The runtime for a session driven from ``cwd`` against ``endpoint``."""
-    toolbox = ToolBox(cwd, allow_bash=allow_bash, allow_write=allow_write, approve=approve, protected=protected)
-    output_options: dict[str, object] = {} if policy.max_tokens is None else {"maxTokens": policy.max_tokens}
-    configuration = Configuration(
-        model=endpoint.model,
-        system_prompt=system_prompt,
-        tools=[spec.declaration() for spec in toolbox.specs()],
-        routing_identity=endpoint.routing_identity,
-        environment_identity=environment_identity(cwd),
-        adapter_identity=endpoint.adapter_identity,
-        output_options=output_options,
-    )
-    secrets = endpoint.secrets()
-
-    def connect() -> Provider:
-        from tiny_agent.provider import HttpxProvider
-
-        endpoint.require_key()
-        return HttpxProvider(endpoint, secrets, timeouts)
-
-    return Runtime(configuration, toolbox, connect, api=endpoint.api, policy=policy, secrets=secrets, display=display)
-
-
-__all__ = ["DriveResult", "Driver", "Policy", "Runtime", "build_runtime"]
+__all__ = ["DriveResult", "Driver", "Policy", "Runtime", "blocked_reason", "build_runtime"]

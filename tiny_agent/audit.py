@@ -22,6 +22,7 @@ import msgspec
 from msgspec import UNSET
 
 from tiny_agent.canonical import canonical_json
+from tiny_agent.compaction import estimate_tokens
 from tiny_agent.facts import (
     AssistantEntry,
     CompactionEntry,
@@ -42,10 +43,10 @@ from tiny_agent.facts import (
 from tiny_agent.journal import facts, read_journal
 from tiny_agent.normalize import Accepted
 from tiny_agent.recovery import RETRYABLE_STATUSES
-from tiny_agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived
+from tiny_agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived, summary_settlement
 from tiny_agent.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 
-Settled = Literal["assistant", "failed", "aborted", "retried", "open"]
+Settled = Literal["assistant", "compaction", "failed", "aborted", "retried", "open"]
 
 
 class ResponseAudit(msgspec.Struct):
@@ -113,6 +114,20 @@ class ModelTotals(msgspec.Struct):
     cost: float = 0.0
 
 
+class CompactionAudit(msgspec.Struct):
+    """One compaction: what the model's context was before and after it."""
+
+    entryId: str
+    line: int
+    summaryChars: int
+    compactedThroughEntryId: str
+    messagesBefore: int
+    messagesAfter: int
+    tokensBefore: int
+    """Estimated (four characters a token), like the decision to compact."""
+    tokensAfter: int
+
+
 class AuditReport(msgspec.Struct):
     path: str
     session: str
@@ -125,6 +140,7 @@ class AuditReport(msgspec.Struct):
     models: dict[str, ModelTotals]
     tools: list[ToolAudit]
     drift: bool
+    compactions: list[CompactionAudit] = msgspec.field(default_factory=list)
 
 
 class _Context:
@@ -140,15 +156,19 @@ class _Context:
 
     def reset(self, messages: list[Message]) -> None:
         self._hash = hashlib.sha256(b"[")
-        self.count = 0
+        self.messages: list[Message] = []
         for message in messages:
             self.append(message)
 
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
     def append(self, message: Message) -> None:
-        if self.count:
+        if self.messages:
             self._hash.update(b",")
         self._hash.update(canonical_json(msgspec.to_builtins(message)))
-        self.count += 1
+        self.messages.append(message)
 
     def digest(self) -> str:
         closed = self._hash.copy()
@@ -169,6 +189,8 @@ def audit(path: Path) -> AuditReport:
         _finish_attempt(
             attempt, walk.raw_bodies.get(attempt_id), walk.canonical.get(attempt_id), walk.derivations.get(attempt_id)
         )
+        if attempt.settled == "compaction":
+            _check_summary(attempt, walk.raw_bodies.get(attempt_id), walk.summaries.get(attempt_id))
     dropped = Counter(path for attempt in attempts if attempt.response for path in attempt.response.dropped)
     costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
     return AuditReport(
@@ -183,6 +205,7 @@ def audit(path: Path) -> AuditReport:
         models=_per_model(attempts),
         tools=list(walk.tools.values()) + walk.synthetic,
         drift=any(attempt.drift for attempt in attempts),
+        compactions=walk.compactions,
     )
 
 
@@ -199,11 +222,19 @@ class _Walk:
         self.synthetic: list[ToolAudit] = []
         self.canonical: dict[str, AssistantMessage] = {}
         self.derivations: dict[str, Derivation] = {}
+        self.summaries: dict[str, str] = {}
+        """The summary each compaction attempt settled into."""
+        self.compactions: list[CompactionAudit] = []
+        self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
+        self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
 
     def fact(self, fact: Fact, line: int) -> None:
+        self._line = line
         match fact:
             case EntryFact():
+                if isinstance(fact.entry, CompactionEntry):
+                    self._compaction(fact.id, fact.entry)
                 self._entry(fact.entry)
             case RecordFact():
                 self._record(fact.record, fact.id)
@@ -248,6 +279,26 @@ class _Walk:
                     )
                 )
 
+    def _compaction(self, entry_id: str, entry: CompactionEntry) -> None:
+        before_messages = self.context.messages
+        after_messages = [compaction_summary_message(entry.summary), *(item.message for item in entry.retainedTail)]
+        self.compactions.append(
+            CompactionAudit(
+                entryId=entry_id,
+                line=self._line,
+                summaryChars=len(entry.summary),
+                compactedThroughEntryId=entry.compactedThroughEntryId,
+                messagesBefore=len(before_messages),
+                messagesAfter=len(after_messages),
+                tokensBefore=estimate_tokens(before_messages),
+                tokensAfter=estimate_tokens(after_messages),
+            )
+        )
+        attempt = self.latest_attempt_of_operation.get(entry.operationId)
+        if attempt is not None:
+            attempt.settled = "compaction"
+            self.summaries[attempt.attemptId] = entry.summary
+
     def _record(self, record: Record, fact_id: str) -> None:
         match record:
             case StepAttempt():
@@ -291,6 +342,7 @@ class _Walk:
         self.attempts[record.attemptId] = attempt
         self.first_attempt_of_step.setdefault(record.stepId, attempt)
         self.latest_attempt_of_step[record.stepId] = attempt
+        self.latest_attempt_of_operation[record.operationId] = attempt
 
 
 def _response(fact: RawFact, line: int, derivation: Derivation) -> ResponseAudit:
@@ -341,6 +393,8 @@ def _finish_attempt(
     if attempt.settled == "aborted":
         attempt.notes.append("closed by an abort after its response landed; not settled from it")
         return
+    if attempt.settled == "compaction":
+        return
     if attempt.settled == "retried":
         retryable = raw.raw.status in RETRYABLE_STATUSES
         why = "asks to try again later" if retryable else "is not one that asks to try again (a retry it did not need)"
@@ -354,6 +408,15 @@ def _finish_attempt(
         attempt.notes.append("failed as cut off by an older rule; today the cut-off answer is kept and the run then fails")
         return
     attempt.drift.extend(_differences(attempt, canonical, expected))
+
+
+def _check_summary(attempt: AttemptAudit, raw: RawFact | None, summary: str | None) -> None:
+    """A compaction's summary must be what today's seam makes of its stored response."""
+    if raw is None or summary is None:
+        return
+    expected = summary_settlement(raw.raw, attempt.adapterIdentity)
+    if expected.summary != summary:
+        attempt.drift.append(f"summary differs: journal {_brief(summary)} vs today's seam {_brief(expected.summary)}")
 
 
 def _note_missing_response(attempt: AttemptAudit) -> None:

@@ -19,6 +19,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.adapters import parse_adapter_identity
+from tiny_agent.compaction import CONTEXT_FULL, estimate_tokens
 from tiny_agent.fold.version import PROFILES
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.profiles import parse_routing_identity
@@ -51,6 +52,8 @@ class CurrentConfiguration(msgspec.Struct, frozen=True, forbid_unknown_fields=Tr
     tools: list[ToolDeclaration]
     maxAttempts: int = 2
     maxSteps: int | UnsetType = UNSET
+    contextBudget: int | UnsetType = UNSET
+    """Estimated tokens the active context may reach before a run stops to compact (session-v2 has no such rule)."""
 
     def tool(self, name: str) -> ToolDeclaration | None:
         """Lookup by name, first match."""
@@ -224,9 +227,18 @@ def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttemp
         # Every call of the last step is answered, so stopping here leaves a transcript the
         # provider accepts; a failed run needs nothing more (session-v2 §9.7).
         return Finish(outcome="failed", error=step_limit_error(state.runSteps))
+    if current.contextBudget is not UNSET and estimate_tokens(state.activeContext) > current.contextBudget:
+        # A compaction cannot start while the run is open: the run ends here (its calls answered),
+        # the caller compacts, and a continuation run takes the task up again.
+        return Finish(outcome="failed", error=CONTEXT_FULL_ERROR)
     if state.contextBoundary is None:
         raise AssertionError("a settled step always leaves a context boundary")
     return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=state.contextBoundary)
+
+
+CONTEXT_FULL_ERROR: Final = PlanError(
+    code=CONTEXT_FULL, message="the context outgrew the model's window; compacting and continuing in a new run"
+)
 
 
 def step_limit_error(steps: int) -> PlanError:
@@ -491,6 +503,8 @@ def _explain_finish(plan: Finish, state: SessionState) -> str:
         return "finish the operation as aborted"
     if plan.outcome == "failed" and plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
         return f"finish the run: {plan.error.message} (--max-steps)"
+    if plan.outcome == "failed" and plan.error is not UNSET and plan.error.code == CONTEXT_FULL:
+        return f"finish the run: {plan.error.message}"
     if plan.outcome == "failed":
         return "finish the run as failed: its model step failed"
     if plan.completion is UNSET:

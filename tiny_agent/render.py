@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from msgspec import UNSET
@@ -18,6 +18,7 @@ from tiny_agent.transcript import AssistantMessage, Message, ToolMessage, Usage,
 if TYPE_CHECKING:  # types only: rendering never reads a journal itself
     from tiny_agent.audit import AttemptAudit, AuditReport
     from tiny_agent.catalog import Listed
+    from tiny_agent.facts import CompactionEntry
     from tiny_agent.profiles import ProfileListing
 
 _INDENT = "    "
@@ -28,7 +29,9 @@ FOLD_LINES: Final = 40
 FOLD_KEEP: Final = 8
 
 
-def transcript_lines(state: SessionState, *, full: bool = False) -> Iterator[str]:
+def transcript_lines(
+    state: SessionState, *, full: bool = False, compactions: Mapping[str, CompactionEntry] | None = None
+) -> Iterator[str]:
     """The transcript in order, compaction points marked where they fell."""
     header = state.header
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(header.createdAt / 1000))
@@ -39,6 +42,9 @@ def transcript_lines(state: SessionState, *, full: bool = False) -> Iterator[str
         yield ""
         if entry.message is None:
             yield f"── compaction {entry.id}: the model's context restarts from a summary here ──"
+            detail = (compactions or {}).get(entry.id)
+            if detail is not None:
+                yield from _compaction_lines(state, detail, full)
             continue
         yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names, full)
 
@@ -65,6 +71,18 @@ def _message_lines(
             yield f"#{number} tool {name} [{message.tool_call_id}]"
             text = message.content if message.content else "(empty result)"
             yield from (_body(text) if full else _folded(text))
+
+
+def _compaction_lines(state: SessionState, entry: CompactionEntry, full: bool) -> Iterator[str]:
+    """What a compaction replaced: the messages it summarised, the ones it kept, and the summary."""
+    through = state.entries.get(entry.compactedThroughEntryId)
+    last = through.transcriptIndex + 1 if through is not None else 0
+    kept = len(entry.retainedTail)
+    kept_range = f"#{last + 1}–#{last + kept}" if kept else "none"
+    yield f"{_INDENT}summarises the conversation through #{last}; keeps {kept_range} verbatim"
+    yield f"{_INDENT}summary:"
+    summary = entry.summary or "(empty)"
+    yield from (_body(textwrap.indent(summary, _INDENT)) if full else _folded(textwrap.indent(summary, _INDENT)))
 
 
 def _folded(text: str) -> Iterator[str]:
@@ -183,6 +201,15 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
         width = max(len(str(count)) for count in report.dropped.values())
         for path, count in report.dropped.items():
             yield f"  {count:>{width}}×  {path}"
+    if report.compactions:
+        yield ""
+        yield "compactions (tokens estimated at four characters each)"
+        for item in report.compactions:
+            yield (
+                f"  line {item.line}  {item.messagesBefore} messages (~{item.tokensBefore:,} tokens) → "
+                f"{item.messagesAfter} (~{item.tokensAfter:,}): a summary of {item.summaryChars:,} characters "
+                f"and {item.messagesAfter - 1} kept"
+            )
     yield ""
     yield "totals"
     yield f"  usage      {usage_summary(report.usage)}"

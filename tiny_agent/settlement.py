@@ -26,6 +26,7 @@ from tiny_agent.adapters import AdapterIdentity, Change, apply, parse_adapter_id
 from tiny_agent.api import anthropic, chat_stream, responses
 from tiny_agent.api.seam import Reassembly
 from tiny_agent.api.sse import looks_like_sse
+from tiny_agent.compaction import CONTEXT_LENGTH_EXCEEDED, is_context_length_error
 from tiny_agent.facts import RawResponse
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.normalize import Accepted, Outcome, Rejected, UsageDerivation, normalize_response
@@ -166,7 +167,8 @@ def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
         return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
     if not 200 <= raw.status < 300:
         detail = outcome.reason if isinstance(outcome, Rejected) else "unexpected body"
-        return Settlement(usage=outcome.usage, failure=("http_error", f"HTTP {raw.status}: {detail}"))
+        code = CONTEXT_LENGTH_EXCEEDED if is_context_length_error(raw.status, raw.body) else "http_error"
+        return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {detail}"))
     if raw.incomplete is not UNSET:
         return Settlement(usage=outcome.usage, failure=("incomplete_response", f"the response ended early: {raw.incomplete}"))
     if not isinstance(outcome, Accepted):
@@ -175,3 +177,23 @@ def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
     if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
         return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
     return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)
+
+
+class SummarySettlement(msgspec.Struct, frozen=True):
+    """What a compaction's summary response settles into: the summary text, or a failure."""
+
+    usage: Usage
+    summary: str | None = None
+    failure: tuple[str, str] | None = None
+
+
+def summary_settlement(raw: RawResponse, adapter_identity: str) -> SummarySettlement:
+    """A summary is an answer with text and no tool calls (none were offered); anything else fails the step."""
+    decided = settlement(raw, adapter_identity)
+    if decided.failure is not None:
+        return SummarySettlement(usage=decided.usage, failure=decided.failure)
+    message = decided.message
+    if message is None or message.tool_calls is not UNSET or not message.content or is_blank(message.content):
+        failure = ("bad_summary", "the summary response has no text, or asks for tools")
+        return SummarySettlement(usage=decided.usage, failure=failure)
+    return SummarySettlement(usage=decided.usage, summary=message.content)

@@ -154,6 +154,13 @@ class StepFailure(msgspec.Struct, frozen=True, gc=False):
     rawId: str | None = None
 
 
+class PendingCut(msgspec.Struct, frozen=True, gc=False):
+    """Where an open compaction cuts: the last compacted message, and the message ids it retains."""
+
+    through: str
+    retained: list[str]
+
+
 class SessionState(msgspec.Struct):
     header: Header
     version: int
@@ -178,6 +185,10 @@ class SessionState(msgspec.Struct):
     """How the newest finished operation ended (for replay, sessions and view)."""
     lastStepFailure: StepFailure | None = None
     """Why the newest failed model step failed (the run's ``operationFinished`` carries a fixed pair)."""
+    lastRunOutcome: FinishedOperation | None = None
+    """How the newest finished *run* ended (a compaction may have finished after it)."""
+    pendingCut: PendingCut | None = None
+    """The open compaction's cut, as its ``compactionStarted`` declared it (what settling it needs)."""
 
     def to_json(self) -> dict[str, Any]:
         """The conformance shape of session-v2 §14 (no version, no internal index)."""

@@ -15,11 +15,15 @@ from typing import Any
 
 from msgspec import UNSET
 
+from tiny_agent.canonical import canonical_digest
+from tiny_agent.compaction import Cut
 from tiny_agent.configuration import Configuration
 from tiny_agent.facts import (
     AbortPhase,
     AbortRequested,
     AssistantEntry,
+    CompactionEntry,
+    CompactionStarted,
     Completion,
     EntryFact,
     ErrorInfo,
@@ -31,6 +35,7 @@ from tiny_agent.facts import (
     RawFact,
     RawResponse,
     RecordFact,
+    RetainedMessage,
     RunStarted,
     StartedToolResultEntry,
     StepAttempt,
@@ -55,6 +60,7 @@ from tiny_agent.tools import ToolDeclaration
 from tiny_agent.transcript import (
     SYNTHETIC_TEXTS,
     AssistantMessage,
+    Message,
     PreExecutionReason,
     StopReason,
     ToolCall,
@@ -301,3 +307,65 @@ def finish(
             ),
         )
     ]
+
+
+# -- compactions ------------------------------------------------------------------
+
+
+def message_ids(state: SessionState) -> list[str]:
+    """The ids of every message entry, in order (what a compaction's partition lists)."""
+    return [entry.id for entry in state.entries.values() if entry.message is not None]
+
+
+def begin_compaction(state: SessionState, cut: Cut) -> list[Fact]:
+    """``compactionStarted`` for a compaction through the context boundary, cut as ``cut`` says."""
+    through = state.contextBoundary
+    if through is None:
+        raise ValueError("a session without messages has nothing to compact")
+    sources = [
+        {"sourceEntryId": entry.id, "message": entry.message}
+        for entry in state.entries.values()
+        if entry.message is not None
+    ]
+    return [
+        RecordFact(
+            id="",
+            record=CompactionStarted(
+                operationId=uuid7(),
+                inputThroughEntryId=through,
+                resultEntryId=uuid7(),
+                compactedEntryIds=cut.compacted,
+                retainedEntryIds=cut.retained,
+                sourceDigest=canonical_digest(sources),
+            ),
+        )
+    ]
+
+
+def settle_compaction(state: SessionState, summary: str, usage: Usage) -> list[Fact]:
+    """The compaction entry (its id reserved by ``compactionStarted``) with the retained tail, and the attempt's usage."""
+    operation = state.operation
+    cut = state.pendingCut
+    if not isinstance(operation, CompactionOperation) or cut is None:
+        raise ValueError("no compaction is open")
+    step = _step(state)
+    retained = [RetainedMessage(sourceEntryId=entry_id, message=_message_of(state, entry_id)) for entry_id in cut.retained]
+    return [
+        EntryFact(
+            id=operation.resultEntryId,
+            entry=CompactionEntry(
+                operationId=operation.operationId,
+                summary=summary,
+                compactedThroughEntryId=cut.through,
+                retainedTail=retained,
+            ),
+        ),
+        UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage),
+    ]
+
+
+def _message_of(state: SessionState, entry_id: str) -> Message:
+    message = state.entries[entry_id].message
+    if message is None:
+        raise ValueError(f"entry {entry_id} is not a message")
+    return message

@@ -24,7 +24,9 @@ from tiny_agent.cli.settings import (
     AllowWriteOption,
     ApiOption,
     BaseUrlOption,
+    CompactAtOption,
     ConnectTimeoutOption,
+    ContextWindowOption,
     DriveOptions,
     DurabilityOption,
     MaxStepsOption,
@@ -78,6 +80,8 @@ def chat(
     connect_timeout: float | None = ConnectTimeoutOption,
     read_timeout: float | None = ReadTimeoutOption,
     stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    context_window: int | None = ContextWindowOption,
+    compact_at: float = CompactAtOption,
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
@@ -85,7 +89,7 @@ def chat(
         provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
         allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
         max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
+        stream_idle_timeout=stream_idle_timeout, context_window=context_window, compact_at=compact_at,
     )
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")

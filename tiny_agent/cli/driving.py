@@ -27,7 +27,9 @@ from tiny_agent.cli.settings import (
     AllowWriteOption,
     ApiOption,
     BaseUrlOption,
+    CompactAtOption,
     ConnectTimeoutOption,
+    ContextWindowOption,
     DriveOptions,
     DurabilityOption,
     MaxStepsOption,
@@ -40,6 +42,7 @@ from tiny_agent.cli.settings import (
     StreamIdleTimeoutOption,
     StreamOption,
     SystemOption,
+    compacting_for,
     durability_of,
     endpoint_for,
     policy_for,
@@ -194,6 +197,7 @@ def _runtime(options: DriveOptions, endpoint: Endpoint, display: TerminalDisplay
         approve=None if options.allow_write else terminal_approver(),
         protected=[store(None).directory],
         policy=policy_for(options, endpoint),
+        compacting=compacting_for(options, endpoint),
         timeouts=timeouts_for(options),
         display=display,
     )
@@ -233,6 +237,8 @@ def run(
     connect_timeout: float | None = ConnectTimeoutOption,
     read_timeout: float | None = ReadTimeoutOption,
     stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    context_window: int | None = ContextWindowOption,
+    compact_at: float = CompactAtOption,
     sessions_dir: str | None = SessionsDirOption,
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (session, handle, outcome, reason, usage)."),
 ) -> None:
@@ -241,7 +247,7 @@ def run(
         provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
         allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
         max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
+        stream_idle_timeout=stream_idle_timeout, context_window=context_window, compact_at=compact_at,
     )
     text = _read_prompt(prompt)
     chosen_durability = durability_of(options)
@@ -368,6 +374,8 @@ def resume(
     connect_timeout: float | None = ConnectTimeoutOption,
     read_timeout: float | None = ReadTimeoutOption,
     stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    context_window: int | None = ContextWindowOption,
+    compact_at: float = CompactAtOption,
     sessions_dir: str | None = SessionsDirOption,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
 ) -> None:
@@ -376,7 +384,7 @@ def resume(
         provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
         allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
         max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
+        stream_idle_timeout=stream_idle_timeout, context_window=context_window, compact_at=compact_at,
     )
     if current_config is not None and not dry_run:
         raise UsageError("--current-config only plans; add --dry-run")
@@ -476,8 +484,8 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     else:
         endpoint = endpoint_for(options, recorded_target(state), require_key=False)
         runtime = _runtime(options, endpoint, None)
-        configuration = runtime.configuration
-        current = runtime.current()
+        configuration = runtime.configuration_for(state)
+        current = runtime.current(state)
     plan = plan_recovery(state, current)
     if as_json:
         print_json(plan)
@@ -486,3 +494,43 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     if isinstance(plan, Blocked):
         why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)
         raise BlockedError(why)
+
+
+@app.command()
+def compact(
+    session: str = SessionArgument,
+    keep: int = typer.Option(6, "--keep", min=0, help="Messages to keep verbatim after the summary."),
+    provider: str | None = ProviderOption,
+    model: str | None = ModelOption,
+    base_url: str | None = BaseUrlOption,
+    api: str | None = ApiOption,
+    stream: bool | None = StreamOption,
+    retries: int = RetriesOption,
+    retry_wait: float = RetryWaitOption,
+    durability: str = DurabilityOption,
+    connect_timeout: float | None = ConnectTimeoutOption,
+    read_timeout: float | None = ReadTimeoutOption,
+    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
+    sessions_dir: str | None = SessionsDirOption,
+) -> None:
+    """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
+    options = DriveOptions(
+        provider=provider, model=model, base_url=base_url, api=api, stream=stream, retries=retries, retry_wait=retry_wait,
+        durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout, keep=keep,
+    )
+    chosen_durability = durability_of(options)
+    writer = _open_idle(resolve(session, sessions_dir), chosen_durability)
+    try:
+        endpoint = endpoint_for(options, recorded_target(writer.state), require_key=True)
+        display = _display()
+        runtime = _runtime(options, endpoint, display)
+    except BaseException:
+        writer.close(seal=False)
+        raise
+    before = len(writer.state.activeContext)
+    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(keep))
+    if result.status == "completed":
+        after = len(writer.state.activeContext)
+        progress(f"compacted: the model's context went from {before} messages to {after} (a summary and {after - 1} kept)")
+    _finish(result, writer, False, seal_failure, display)

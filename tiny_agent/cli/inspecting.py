@@ -35,7 +35,7 @@ from tiny_agent.errors import (
 )
 
 if TYPE_CHECKING:
-    from tiny_agent.facts import RawResponse
+    from tiny_agent.facts import CompactionEntry, RawResponse
     from tiny_agent.state import SessionState
 
 
@@ -69,10 +69,25 @@ def print_human(state: SessionState, path: Path, *, full: bool = False) -> None:
 
     size = path.stat().st_size
     out = sys.stdout
-    for line in transcript_lines(state, full=full):
+    for line in transcript_lines(state, full=full, compactions=_compactions(state, path)):
         out.write(line + "\n")
     for line in footer_lines(state, size):
         out.write(line + "\n")
+
+
+def _compactions(state: SessionState, path: Path) -> dict[str, CompactionEntry]:
+    """The compaction entries of a session, read from its journal (only when it has any)."""
+    from tiny_agent.facts import CompactionEntry, EntryFact
+    from tiny_agent.journal import facts
+
+    if all(entry.message is not None for entry in state.entries.values()):
+        return {}
+    found: dict[str, CompactionEntry] = {}
+    for _, transaction in facts(path):
+        for fact in transaction:
+            if isinstance(fact, EntryFact) and isinstance(fact.entry, CompactionEntry):
+                found[fact.id] = fact.entry
+    return found
 
 
 @app.command()

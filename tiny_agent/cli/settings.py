@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tiny_agent.journal import Durability
     from tiny_agent.profiles import Endpoint, RoutingTarget
     from tiny_agent.provider import Timeouts
+    from tiny_agent.runtime import CompactionPolicy
     from tiny_agent.state import SessionState
 
 ProviderOption = typer.Option(
@@ -57,6 +58,16 @@ ReadTimeoutOption = typer.Option(
     help="Seconds to wait for a response to start or for more of a whole body (default: $TINY_AGENT_READ_TIMEOUT, else 600).",
     show_default=False,
 )
+ContextWindowOption = typer.Option(
+    None,
+    "--context-window",
+    min=256,
+    help="The model's context window in tokens (default: the config file's, else known model families).",
+    show_default=False,
+)
+CompactAtOption = typer.Option(
+    0.8, "--compact-at", min=0.1, max=1.0, help="Compact when the estimated context passes this share of the window."
+)
 StreamIdleTimeoutOption = typer.Option(
     None,
     "--stream-idle-timeout",
@@ -84,6 +95,9 @@ class DriveOptions(msgspec.Struct, frozen=True, kw_only=True):
     connect_timeout: float | None = None
     read_timeout: float | None = None
     stream_idle_timeout: float | None = None
+    context_window: int | None = None
+    compact_at: float = 0.8
+    keep: int | None = None
 
 
 def endpoint_for(options: DriveOptions, recorded: RoutingTarget | None, *, require_key: bool) -> Endpoint:
@@ -112,6 +126,23 @@ def policy_for(options: DriveOptions, endpoint: Endpoint) -> Policy:
         max_attempts=options.retries,
         retry_wait=options.retry_wait,
         max_steps=options.max_steps,
+    )
+
+
+def compacting_for(options: DriveOptions, endpoint: Endpoint) -> CompactionPolicy:
+    """When to compact: the window from the flag, the config file's model table, or the known families."""
+    from tiny_agent import compaction
+    from tiny_agent.runtime import CompactionPolicy
+    from tiny_agent.userconfig import load_user_config
+
+    configured = options.context_window
+    if configured is None:
+        settings = load_user_config(os.environ).model_settings(endpoint.model)
+        configured = settings.context_window if settings is not None else None
+    return CompactionPolicy(
+        context_window=compaction.window_for(endpoint.model, configured),
+        threshold=options.compact_at,
+        keep=options.keep if options.keep is not None else compaction.DEFAULT_KEEP,
     )
 
 

@@ -31,7 +31,7 @@ from tiny_agent.fold.contract import (
 )
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.transcript_rules import parse_message, transcript_violation
-from tiny_agent.state import AppliedEntry, CompactionOperation
+from tiny_agent.state import AppliedEntry, CompactionOperation, PendingCut
 from tiny_agent.transcript import Message, compaction_summary_message
 
 
@@ -75,6 +75,7 @@ class CompactionRules(FoldCore):
             fail(INVALID_REFERENCE, "sourceDigest does not match the messages through inputThroughEntryId")
         compaction = CompactionOperation(operationId=operation_id, inputThroughEntryId=through_id, resultEntryId=result_id)
         self._begin(CompactionBook(state=compaction))
+        self.state.pendingCut = PendingCut(through=compacted[-1], retained=retained)
 
     # -- the compaction entry (§8.4) -----------------------------------------------------
 

@@ -231,4 +231,9 @@ class OperationRules(FoldCore):
 
     def _finish_operation(self) -> None:
         self._current = None
-        self.state.operation = IDLE
+        state = self.state
+        state.operation = IDLE
+        state.pendingCut = None
+        last = state.lastOutcome
+        if last is not None and last.kind == "run":
+            state.lastRunOutcome = last

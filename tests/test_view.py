@@ -337,3 +337,24 @@ def test_bodies_that_are_not_json_or_not_text(tmp_path: Path) -> None:
     assert "Not JSON: shown as text." in html and "&lt;h1&gt;502 Bad Gateway&lt;/h1&gt;" in html
     assert "Not UTF-8 text: the journal keeps it as base64." in html and blob in html
     assert "<h1>502" not in html
+
+
+def test_a_compaction_written_by_tiny_agent_is_a_folded_region(tmp_path: Path) -> None:
+    import replies
+
+    from tiny_agent.loopback import LoopbackServer
+
+    journal = make_story(tmp_path)
+    summary = "Summary: the user asked about a project that prints hi."
+    with workspace(tmp_path), LoopbackServer([replies.answer(summary)]) as server:
+        flags = ["--keep", "2", "--base-url", server.base_url, "--model", "test/model", "--durability", "process"]
+        code, _, err = tiny("compact", str(journal), *flags)
+    assert code == 0, err
+    view = build_view(journal, handle="", prices={})
+    compaction = view.operations[-1]
+    assert (compaction.kind, compaction.number, compaction.outcome) == ("compaction", 1, "completed")
+    assert compaction.compaction is not None and compaction.compaction.summary.text == summary
+    assert compaction.compaction.retained == 2 and compaction.attempts == 1
+    html = session_page(view)
+    region = re.search(r'<details class="operation compaction completed" id="compaction-1"[^>]*>', html)
+    assert region is not None and " open" not in region.group(0), "folded until opened"

@@ -34,3 +34,25 @@ def test_every_error_class_uses_a_documented_label() -> None:
     documented = _documented()
     for cls in [TinyAgentError, *_subclasses(TinyAgentError)]:
         assert cls.label in documented, f"{cls.__name__} uses label {cls.label!r}, which docs/cli.md does not list"
+
+
+def _command_names() -> list[str]:
+    from tiny_agent.cli.app import _register_commands, app
+
+    _register_commands()
+    return sorted(command.name or command.callback.__name__ for command in app.registered_commands if command.callback)
+
+
+def test_help_text_has_no_type_noise(capsys) -> None:
+    """Every command's help names its arguments plainly: no ``{SESSION}``, no ``<str>``."""
+    import pytest
+
+    from tiny_agent.cli import main
+
+    for name in _command_names():
+        with pytest.raises(SystemExit) as done:
+            main([name.replace("_", "-"), "--help"])
+        assert done.value.code == 0
+        text = capsys.readouterr().out
+        for noise in ("<str>", "<bool>", "<int>", "<float>", "{"):
+            assert noise not in text, f"tiny-agent {name} --help shows {noise!r}"

@@ -9,7 +9,10 @@ from typing import NoReturn
 import typer
 
 from tiny_agent import __version__
+from tiny_agent.cli.helptext import plain_help
 from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, TinyAgentError
+
+plain_help()
 
 app = typer.Typer(
     add_completion=True,

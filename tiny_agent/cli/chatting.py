@@ -62,7 +62,7 @@ COMMANDS: Final = {
 
 @app.command()
 def chat(
-    session: str | None = typer.Option(None, "--session", help="Chat in this session (a handle, an id or a path)."),
+    session: str | None = typer.Option(None, "--session", metavar="SESSION", help="Chat in this session (a handle, an id or a path)."),
     continue_: bool = typer.Option(False, "--continue", "-c", help="Chat in the newest session made in this directory."),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,

@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from tiny_agent.state import SessionState
     from tiny_agent.store import FileStore
 
-SessionArgument = typer.Argument(..., help="A handle, a session id or a unique prefix of one, or a journal path.")
+SessionArgument = typer.Argument(..., metavar="SESSION", help="A handle, a session id or a unique prefix of one, or a journal path.")
 SessionsDirOption = typer.Option(
     None,
     "--sessions-dir",
+    metavar="DIR",
     help="Where sessions live (default: $TINY_AGENT_SESSIONS_DIR, else ~/.local/share/tiny-agent/sessions).",
     show_default=False,
 )

@@ -218,8 +218,8 @@ def _display() -> TerminalDisplay | None:
 
 @app.command()
 def run(
-    prompt: str = typer.Argument(..., help="What to ask (- reads it from stdin)."),
-    session: str | None = typer.Option(None, "--session", help="Continue this session (a handle, an id or a path)."),
+    prompt: str = typer.Argument(..., metavar="PROMPT", help="What to ask (- reads it from stdin)."),
+    session: str | None = typer.Option(None, "--session", metavar="SESSION", help="Continue this session (a handle, an id or a path)."),
     continue_: bool = typer.Option(False, "--continue", "-c", help="Continue the newest session made in this directory."),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,
@@ -356,7 +356,7 @@ def resume(
     abort: bool = typer.Option(False, "--abort", help="Abort the open operation instead of finishing it."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the next planned action; write nothing."),
     current_config: str | None = typer.Option(
-        None, "--current-config", help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON)."
+        None, "--current-config", metavar="FILE", help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON)."
     ),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,
@@ -499,7 +499,7 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
 @app.command()
 def compact(
     session: str = SessionArgument,
-    keep: int = typer.Option(6, "--keep", min=0, help="Messages to keep verbatim after the summary."),
+    keep: int = typer.Option(6, "--keep", min=0, metavar="N", help="Messages to keep verbatim after the summary."),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,
     base_url: str | None = BaseUrlOption,

@@ -26,6 +26,7 @@ def view(
         None,
         "-o",
         "--output",
+        metavar="FILE",
         help="Where to write the page ('-' for stdout; default: <data dir>/tiny-agent/views/<session id>.html).",
         show_default=False,
     ),
@@ -106,10 +107,10 @@ def _open_in_browser(target: Path) -> None:
 @app.command()
 def report(
     all_sessions: bool = typer.Option(False, "--all", help="Every directory's sessions, not only this one's."),
-    since: str | None = typer.Option(None, "--since", help="Only usage from this UTC day on (YYYY-MM-DD).", show_default=False),
-    by: str = typer.Option("day", "--by", help="Rows per day, model or session."),
+    since: str | None = typer.Option(None, "--since", metavar="YYYY-MM-DD", help="Only usage from this UTC day on (YYYY-MM-DD).", show_default=False),
+    by: str = typer.Option("day", "--by", metavar="day|model|session", help="Rows per day, model or session."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as one JSON document."),
-    html: str | None = typer.Option(None, "--html", help="Write the figures with charts to this HTML file.", show_default=False),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help="Write the figures with charts to this HTML file.", show_default=False),
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""

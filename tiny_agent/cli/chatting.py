@@ -62,7 +62,9 @@ COMMANDS: Final = {
 
 @app.command()
 def chat(
-    session: str | None = typer.Option(None, "--session", metavar="SESSION", help="Chat in this session (a handle, an id or a path)."),
+    session: str | None = typer.Option(
+        None, "--session", metavar="SESSION", help="Chat in this session (a handle, an id or a path)."
+    ),
     continue_: bool = typer.Option(False, "--continue", "-c", help="Chat in the newest session made in this directory."),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,
@@ -86,10 +88,24 @@ def chat(
 ) -> None:
     """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
     options = DriveOptions(
-        provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
-        allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
-        max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout, context_window=context_window, compact_at=compact_at,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api=api,
+        system=system,
+        allow_bash=allow_bash,
+        allow_write=allow_write,
+        stream=stream,
+        max_tokens=max_tokens,
+        retries=retries,
+        retry_wait=retry_wait,
+        max_steps=max_steps,
+        durability=durability,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+        context_window=context_window,
+        compact_at=compact_at,
     )
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")

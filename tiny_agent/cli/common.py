@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from tiny_agent.state import SessionState
     from tiny_agent.store import FileStore
 
-SessionArgument = typer.Argument(..., metavar="SESSION", help="A handle, a session id or a unique prefix of one, or a journal path.")
+SessionArgument = typer.Argument(
+    ..., metavar="SESSION", help="A handle, a session id or a unique prefix of one, or a journal path."
+)
 SessionsDirOption = typer.Option(
     None,
     "--sessions-dir",

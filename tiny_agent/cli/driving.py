@@ -219,7 +219,9 @@ def _display() -> TerminalDisplay | None:
 @app.command()
 def run(
     prompt: str = typer.Argument(..., metavar="PROMPT", help="What to ask (- reads it from stdin)."),
-    session: str | None = typer.Option(None, "--session", metavar="SESSION", help="Continue this session (a handle, an id or a path)."),
+    session: str | None = typer.Option(
+        None, "--session", metavar="SESSION", help="Continue this session (a handle, an id or a path)."
+    ),
     continue_: bool = typer.Option(False, "--continue", "-c", help="Continue the newest session made in this directory."),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,
@@ -244,10 +246,24 @@ def run(
 ) -> None:
     """Run one prompt to completion, journaling everything; print the answer (progress goes to stderr)."""
     options = DriveOptions(
-        provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
-        allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
-        max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout, context_window=context_window, compact_at=compact_at,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api=api,
+        system=system,
+        allow_bash=allow_bash,
+        allow_write=allow_write,
+        stream=stream,
+        max_tokens=max_tokens,
+        retries=retries,
+        retry_wait=retry_wait,
+        max_steps=max_steps,
+        durability=durability,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+        context_window=context_window,
+        compact_at=compact_at,
     )
     text = _read_prompt(prompt)
     chosen_durability = durability_of(options)
@@ -356,7 +372,10 @@ def resume(
     abort: bool = typer.Option(False, "--abort", help="Abort the open operation instead of finishing it."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the next planned action; write nothing."),
     current_config: str | None = typer.Option(
-        None, "--current-config", metavar="FILE", help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON)."
+        None,
+        "--current-config",
+        metavar="FILE",
+        help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON).",
     ),
     provider: str | None = ProviderOption,
     model: str | None = ModelOption,
@@ -381,10 +400,24 @@ def resume(
 ) -> None:
     """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
     options = DriveOptions(
-        provider=provider, model=model, base_url=base_url, api=api, system=system, allow_bash=allow_bash,
-        allow_write=allow_write, stream=stream, max_tokens=max_tokens, retries=retries, retry_wait=retry_wait,
-        max_steps=max_steps, durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout, context_window=context_window, compact_at=compact_at,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api=api,
+        system=system,
+        allow_bash=allow_bash,
+        allow_write=allow_write,
+        stream=stream,
+        max_tokens=max_tokens,
+        retries=retries,
+        retry_wait=retry_wait,
+        max_steps=max_steps,
+        durability=durability,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+        context_window=context_window,
+        compact_at=compact_at,
     )
     if current_config is not None and not dry_run:
         raise UsageError("--current-config only plans; add --dry-run")
@@ -515,9 +548,18 @@ def compact(
 ) -> None:
     """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
     options = DriveOptions(
-        provider=provider, model=model, base_url=base_url, api=api, stream=stream, retries=retries, retry_wait=retry_wait,
-        durability=durability, connect_timeout=connect_timeout, read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout, keep=keep,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api=api,
+        stream=stream,
+        retries=retries,
+        retry_wait=retry_wait,
+        durability=durability,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        stream_idle_timeout=stream_idle_timeout,
+        keep=keep,
     )
     chosen_durability = durability_of(options)
     writer = _open_idle(resolve(session, sessions_dir), chosen_durability)

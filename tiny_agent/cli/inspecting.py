@@ -92,9 +92,13 @@ def _compactions(state: SessionState, path: Path) -> dict[str, CompactionEntry]:
 
 @app.command()
 def normalize(
-    source: str = typer.Argument(..., metavar="FILE", help="A file holding one provider response body (or an event stream), or - for stdin."),
+    source: str = typer.Argument(
+        ..., metavar="FILE", help="A file holding one provider response body (or an event stream), or - for stdin."
+    ),
     provider: str | None = typer.Option(None, "--provider", metavar="NAME", help="Run this provider's quirk adapters first."),
-    api: str | None = typer.Option(None, "--api", metavar="API", help="The wire API of the body: chat (default), anthropic or responses."),
+    api: str | None = typer.Option(
+        None, "--api", metavar="API", help="The wire API of the body: chat (default), anthropic or responses."
+    ),
 ) -> None:
     """Run a response through the seam (adapters and stream reassembly included) and show what the transcript keeps."""
     from tiny_agent.normalize import Accepted
@@ -176,7 +180,9 @@ def audit(
 
 @app.command()
 def verify(
-    sessions: list[str] = typer.Argument(None, metavar="SESSION", help="Handles, session ids or journal paths.", show_default=False),
+    sessions: list[str] = typer.Argument(
+        None, metavar="SESSION", help="Handles, session ids or journal paths.", show_default=False
+    ),
     all_sessions: bool = typer.Option(False, "--all", help="Verify every session in the store."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON verdict per session, as an array."),
     sessions_dir: str | None = SessionsDirOption,

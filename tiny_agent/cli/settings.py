@@ -25,31 +25,58 @@ if TYPE_CHECKING:
     from tiny_agent.state import SessionState
 
 ProviderOption = typer.Option(
-    None, "--provider", metavar="NAME", help="A provider profile (`tiny-agent providers` lists them; default: $TINY_AGENT_PROVIDER).",
+    None,
+    "--provider",
+    metavar="NAME",
+    help="A provider profile (`tiny-agent providers` lists them; default: $TINY_AGENT_PROVIDER).",
     show_default=False,
 )
-ModelOption = typer.Option(None, "--model", metavar="MODEL", help="Model id (default: $TINY_AGENT_MODEL, the config file, the session's).",
-                           show_default=False)
-BaseUrlOption = typer.Option(
-    None, "--base-url", metavar="URL", help="The API's base URL (default: $TINY_AGENT_BASE_URL, else the profile's).", show_default=False
+ModelOption = typer.Option(
+    None,
+    "--model",
+    metavar="MODEL",
+    help="Model id (default: $TINY_AGENT_MODEL, the config file, the session's).",
+    show_default=False,
 )
-ApiOption = typer.Option(None, "--api", metavar="API", help="For --provider custom: chat, anthropic or responses.", show_default=False)
+BaseUrlOption = typer.Option(
+    None,
+    "--base-url",
+    metavar="URL",
+    help="The API's base URL (default: $TINY_AGENT_BASE_URL, else the profile's).",
+    show_default=False,
+)
+ApiOption = typer.Option(
+    None, "--api", metavar="API", help="For --provider custom: chat, anthropic or responses.", show_default=False
+)
 SystemOption = typer.Option(None, "--system", metavar="FILE", help="A file holding the system prompt.", show_default=False)
 AllowBashOption = typer.Option(False, "--allow-bash", help="Offer the bash tool (sandboxed with bubblewrap when available).")
 AllowWriteOption = typer.Option(False, "--allow-write", help="Let the write tool change files without asking.")
-StreamOption = typer.Option(None, "--stream/--no-stream", help="Stream the answer (default: where the provider supports it).",
-                            show_default=False)
-MaxTokensOption = typer.Option(None, "--max-tokens", min=1, metavar="N", help="Cap the tokens of each answer.", show_default=False)
+StreamOption = typer.Option(
+    None, "--stream/--no-stream", help="Stream the answer (default: where the provider supports it).", show_default=False
+)
+MaxTokensOption = typer.Option(
+    None, "--max-tokens", min=1, metavar="N", help="Cap the tokens of each answer.", show_default=False
+)
 RetriesOption = typer.Option(
     3, "--retries", min=1, max=16, metavar="N", help="Attempts per model step, for 429, 5xx, timeouts and refused connections."
 )
-RetryWaitOption = typer.Option(1.0, "--retry-wait", min=0.0, metavar="SECONDS", help="First backoff in seconds (doubled per retry, with jitter).")
-MaxStepsOption = typer.Option(50, "--max-steps", min=1, metavar="N", help="Model requests per run before it stops inside the contract.")
+RetryWaitOption = typer.Option(
+    1.0, "--retry-wait", min=0.0, metavar="SECONDS", help="First backoff in seconds (doubled per retry, with jitter)."
+)
+MaxStepsOption = typer.Option(
+    50, "--max-steps", min=1, metavar="N", help="Model requests per run before it stops inside the contract."
+)
 DurabilityOption = typer.Option(
-    "fsync", "--durability", metavar="fsync|process", help="fsync: every commit survives power loss; process: it survives a crash (faster)."
+    "fsync",
+    "--durability",
+    metavar="fsync|process",
+    help="fsync: every commit survives power loss; process: it survives a crash (faster).",
 )
 ConnectTimeoutOption = typer.Option(
-    None, "--connect-timeout", metavar="SECONDS", help="Seconds to wait for a connection (default: $TINY_AGENT_CONNECT_TIMEOUT, else 10).",
+    None,
+    "--connect-timeout",
+    metavar="SECONDS",
+    help="Seconds to wait for a connection (default: $TINY_AGENT_CONNECT_TIMEOUT, else 10).",
     show_default=False,
 )
 ReadTimeoutOption = typer.Option(
@@ -68,7 +95,12 @@ ContextWindowOption = typer.Option(
     show_default=False,
 )
 CompactAtOption = typer.Option(
-    0.8, "--compact-at", min=0.1, max=1.0, metavar="SHARE", help="Compact when the estimated context passes this share of the window."
+    0.8,
+    "--compact-at",
+    min=0.1,
+    max=1.0,
+    metavar="SHARE",
+    help="Compact when the estimated context passes this share of the window.",
 )
 StreamIdleTimeoutOption = typer.Option(
     None,

@@ -107,10 +107,14 @@ def _open_in_browser(target: Path) -> None:
 @app.command()
 def report(
     all_sessions: bool = typer.Option(False, "--all", help="Every directory's sessions, not only this one's."),
-    since: str | None = typer.Option(None, "--since", metavar="YYYY-MM-DD", help="Only usage from this UTC day on (YYYY-MM-DD).", show_default=False),
+    since: str | None = typer.Option(
+        None, "--since", metavar="YYYY-MM-DD", help="Only usage from this UTC day on (YYYY-MM-DD).", show_default=False
+    ),
     by: str = typer.Option("day", "--by", metavar="day|model|session", help="Rows per day, model or session."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as one JSON document."),
-    html: str | None = typer.Option(None, "--html", metavar="FILE", help="Write the figures with charts to this HTML file.", show_default=False),
+    html: str | None = typer.Option(
+        None, "--html", metavar="FILE", help="Write the figures with charts to this HTML file.", show_default=False
+    ),
     sessions_dir: str | None = SessionsDirOption,
 ) -> None:
     """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""

@@ -83,7 +83,7 @@ def test_the_index_keeps_the_buckets_and_the_warm_report_reads_no_journal(tmp_pa
     (first,) = report_entries(store)
     assert len(first.summary.buckets) == 2
     index = json.loads((store / INDEX_NAME).read_bytes())
-    assert index["version"] == INDEX_VERSION == 3
+    assert index["version"] == INDEX_VERSION
     (entry,) = index["journals"].values()
     assert [bucket["day"] for bucket in entry["summary"]["buckets"]] == ["2026-08-22", "2026-08-23"]
 
@@ -101,13 +101,13 @@ def test_an_index_of_the_previous_version_is_rebuilt(tmp_path: Path) -> None:
     two_day_session(store)
     report_entries(store)
     index = json.loads((store / INDEX_NAME).read_bytes())
-    index["version"] = 2
+    index["version"] = INDEX_VERSION - 1
     for entry in index["journals"].values():
         del entry["summary"]["buckets"]
     (store / INDEX_NAME).write_bytes(msgspec.json.encode(index))
     (entry,) = report_entries(store)
     assert len(entry.summary.buckets) == 2
-    assert json.loads((store / INDEX_NAME).read_bytes())["version"] == 3
+    assert json.loads((store / INDEX_NAME).read_bytes())["version"] == INDEX_VERSION
 
 
 # -- the command ------------------------------------------------------------------------------

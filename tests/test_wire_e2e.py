@@ -178,6 +178,11 @@ def test_503_three_times_exhausts_the_attempts(capsys, workspace: Path) -> None:
     assert [fact.raw.status for _, fact in raw_facts(path)] == [503, 503, 503]
     assert '"code":"http_error"' in path.read_text()
     assert_sound(path)
+    (row,) = json.loads(call(capsys, "sessions", "--json")[1])
+    assert row["status"] == "failed"
+    assert "HTTP 503" in row["reason"]
+    code, out, _ = call(capsys, "replay", str(path))
+    assert "last run: failed: http_error: HTTP 503" in out
 
 
 def test_a_client_error_is_not_retried_and_its_body_is_shown(capsys, workspace: Path) -> None:
@@ -208,6 +213,8 @@ def test_an_endless_tool_caller_is_stopped_by_the_step_limit(capsys, workspace: 
     assert '"code":"step_limit"' in path.read_text()
     code, out, _ = call(capsys, "replay", str(path))
     assert "stopped at the step limit" in out
+    (row,) = json.loads(call(capsys, "sessions", "--json")[1])
+    assert row["status"] == "step-limit"
 
 
 # -- issue 10: streaming, byte for byte ---------------------------------------------------------------

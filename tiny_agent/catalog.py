@@ -30,16 +30,18 @@ import msgspec
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal import committed_lines, holder_pid, is_locked, read_journal
+from tiny_agent.render import outcome_summary
 from tiny_agent.state import IdleOperation, SessionState
 from tiny_agent.store import list_journals, session_id_of, shortest_handles
 from tiny_agent.transcript import UserMessage
 
 INDEX_NAME: Final = ".tiny-agent-index.json"
-INDEX_VERSION: Final = 3
+INDEX_VERSION: Final = 4
 """3: summaries carry usage and runs per day and model (``buckets``)."""
 TAIL_BYTES: Final = 4096
 
-Status = Literal["idle", "open", "corrupt", "unreadable"]
+Status = Literal["idle", "failed", "aborted", "truncated", "step-limit", "open", "corrupt", "unreadable"]
+"""A journal's state at rest: idle (its last run completed), how its last run ended otherwise, or open."""
 
 
 class Bucket(msgspec.Struct):
@@ -75,6 +77,8 @@ class Summary(msgspec.Struct):
     cacheWrite: int = 0
     error: str | None = None
     buckets: list[Bucket] = msgspec.field(default_factory=list)
+    reason: str | None = None
+    """How the last run ended, in words (failed: why; truncated; step limit...)."""
 
 
 class IndexEntry(msgspec.Struct):
@@ -98,13 +102,16 @@ class Listed(msgspec.Struct):
     cwd: str | None
     model: str | None
     status: str
-    """``idle``, ``crashed``, ``corrupt``, ``unreadable`` or ``locked by pid N``."""
+    """``idle``, ``failed``, ``aborted``, ``truncated``, ``step-limit``, ``crashed``, ``running by pid N``,
+    ``locked by pid N`` (idle, held by a writer such as a chat), ``corrupt`` or ``unreadable``."""
     runs: int
     prompt: str | None
     tokens: int
     input: int
     output: int
     error: str | None = None
+    reason: str | None = None
+    """How the last run ended, in words, when it did not simply complete."""
 
 
 def list_sessions(
@@ -212,7 +219,8 @@ def summary_of(state: SessionState) -> Summary:
         session=header.id,
         created=header.createdAt,
         model=header.model,
-        status="idle" if type(state.operation) is IdleOperation else "open",
+        status=_status_of(state),
+        reason=outcome_summary(state),
         cwd=header.cwd,
         provider=header.provider,
         runs=state.runCount,
@@ -224,11 +232,27 @@ def summary_of(state: SessionState) -> Summary:
     )
 
 
+def _status_of(state: SessionState) -> Status:
+    if type(state.operation) is not IdleOperation:
+        return "open"
+    last = state.lastRunOutcome
+    if last is None or last.outcome == "completed":
+        return "idle"
+    if last.outcome == "aborted":
+        return "aborted"
+    return _FAILURE_STATUS.get(last.errorCode or "", "failed")
+
+
+_FAILURE_STATUS: Final[dict[str, Status]] = {"length_without_calls": "truncated", "step_limit": "step-limit"}
+
+
 def _row(path: Path, summary: Summary, handle: str) -> Listed:
     status = summary.status
-    if status in ("idle", "open") and is_locked(path):
+    locked = status not in ("corrupt", "unreadable") and is_locked(path)
+    if locked:
         pid = holder_pid(path)
-        status_text = f"locked by pid {pid}" if pid else "locked"
+        holder = f" by pid {pid}" if pid else ""
+        status_text = f"running{holder}" if status == "open" else f"locked{holder}"
     elif status == "open":
         status_text = "crashed"
     else:
@@ -244,6 +268,7 @@ def _row(path: Path, summary: Summary, handle: str) -> Listed:
         runs=summary.runs,
         prompt=summary.prompt,
         tokens=summary.input + summary.output + summary.cacheRead + summary.cacheWrite,
+        reason=summary.reason,
         input=summary.input,
         output=summary.output,
         error=summary.error,

@@ -33,7 +33,7 @@ class Terminal:
         os.close(slave)
         self.seen = b""
 
-    def read_until(self, needle: bytes, timeout: float = 20.0) -> bytes:
+    def read_until(self, needle: bytes, timeout: float = 60.0) -> bytes:
         deadline = time.monotonic() + timeout
         while needle not in self.seen:
             remaining = deadline - time.monotonic()
@@ -53,7 +53,7 @@ class Terminal:
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())
 
-    def close(self, timeout: float = 20.0) -> int:
+    def close(self, timeout: float = 60.0) -> int:
         """Wait for the process to end, reading what it still shows (a full pty would block it)."""
         deadline = time.monotonic() + timeout
         try:

@@ -27,17 +27,56 @@ Pure: the environment is a mapping passed in, the config file is read by
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Literal
-from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
 
 import msgspec
 
-from tiny_agent.adapters import Api, adapter_identity
+from tiny_agent.adapters import Api
+from tiny_agent.endpoint import Endpoint, RoutingTarget, parse_routing_identity, routing_identity
 from tiny_agent.errors import ConfigError
-from tiny_agent.redact import Secrets, collect_secrets
+from tiny_agent.keys import (
+    EXPLICIT_KEY_ENV,
+    PROFILE_NAME,
+    REDACTED,
+    KeyChoice,
+    base_url_problem,
+    check_base_url,
+    choose_key,
+    is_loopback,
+    key_is_set,
+    may_receive_key,
+    safe_base_url,
+)
+
+__all__ = [
+    "API_HEADERS",
+    "BUILTIN_NAMES",
+    "BUILTIN_PROFILES",
+    "DEFAULT_MAX_TOKENS",
+    "PROFILE_NAME",
+    "KeyStyle",
+    "EXPLICIT_KEY_ENV",
+    "Endpoint",
+    "KeyChoice",
+    "Profile",
+    "ProfileListing",
+    "Requested",
+    "RoutingTarget",
+    "api_named",
+    "base_url_problem",
+    "check_base_url",
+    "choose_key",
+    "is_loopback",
+    "key_is_set",
+    "list_profiles",
+    "may_receive_key",
+    "parse_routing_identity",
+    "profile_table",
+    "routing_identity",
+    "safe_base_url",
+    "select_endpoint",
+]
 
 if TYPE_CHECKING:
     from tiny_agent.userconfig import UserConfig
@@ -50,7 +89,6 @@ ProfileOrigin = Literal["built-in", "config"]
 PROVIDER_ENV: Final = "TINY_AGENT_PROVIDER"
 BASE_URL_ENV: Final = "TINY_AGENT_BASE_URL"
 MODEL_ENV: Final = "TINY_AGENT_MODEL"
-EXPLICIT_KEY_ENV: Final = "TINY_AGENT_API_KEY"
 """The user's explicit key: sent to whatever base URL is in use, loopback included."""
 
 ANTHROPIC_VERSION: Final = "2023-06-01"
@@ -59,7 +97,6 @@ DEFAULT_MAX_TOKENS: Final[dict[Api, int]] = {"anthropic": 8192}
 API_HEADERS: Final[dict[Api, tuple[tuple[str, str], ...]]] = {"anthropic": (("anthropic-version", ANTHROPIC_VERSION),)}
 """Non-secret headers an API itself requires, whichever profile speaks it."""
 
-PROFILE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 """Profile names are written into routing identities: no ``@``, ``#``, spaces or capitals."""
 
 
@@ -223,326 +260,6 @@ def default_key_style(api: Api) -> KeyStyle:
     return "x-api-key" if api == "anthropic" else "bearer"
 
 
-# -- URLs ------------------------------------------------------------------------------
-
-_SECRET_PARAMETER: Final = re.compile(r"key|token|secret|sig|pass|pwd|auth|credential|code|session", re.IGNORECASE)
-_REDACTED: Final = "redacted"
-_ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "git", "socks5", "grpc"))
-
-
-def check_base_url(url: str, origin: str) -> SplitResult:
-    """An http(s) URL with a host, no fragment, no whitespace; the error never echoes the URL."""
-    problem = base_url_problem(url)
-    if problem is not None:
-        raise ConfigError(f"the base URL from {origin} {problem}")
-    return urlsplit(url)
-
-
-def base_url_problem(url: str) -> str | None:
-    """What is wrong with a base URL (``has no host``), without echoing it; None when nothing is."""
-    if any(character.isspace() or ord(character) < 0x20 or ord(character) == 0x7F for character in url):
-        return "contains whitespace or control characters"
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "is not a well-formed URL (an unclosed [ in an IPv6 host?)"
-    if parts.scheme not in ("http", "https"):
-        # Echo only schemes that cannot be a misplaced secret.
-        if parts.scheme in _ECHOED_SCHEMES:
-            return f"has scheme {parts.scheme!r} (expected http or https)"
-        return "is not an http(s) URL"
-    if not parts.hostname:
-        return "has no host"
-    try:
-        _ = parts.port  # urlsplit checks the port only when asked for it
-    except ValueError:
-        return "has a bad port"
-    if parts.fragment or url.endswith("#"):
-        return "has a #fragment, which a base URL cannot use"
-    return None
-
-
-def safe_base_url(url: str) -> str:
-    """The base URL without credentials or secret-looking query values: what may be shown and journaled.
-
-    Scheme and host are lower-cased and a trailing ``/`` dropped, so that the
-    same endpoint always reads the same.
-    """
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2].lower()
-    path = parts.path.rstrip("/")
-    query = _safe_query(parts.query)
-    return f"{parts.scheme.lower()}://{netloc}{path}" + (f"?{query}" if query else "")
-
-
-def _safe_query(query: str) -> str:
-    if not query:
-        return ""
-    pairs = parse_qsl(query, keep_blank_values=True)
-    shown = [(name, _REDACTED if _secret_looking(name, value) else value) for name, value in pairs]
-    return "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in shown)
-
-
-def _secret_looking(name: str, value: str) -> bool:
-    if _SECRET_PARAMETER.search(name):
-        return True
-    # A long mix of letters and digits under an innocent name (?x=sk-abc123…) is treated as a key too.
-    return len(value) >= 16 and any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 and ``::1``: this machine, where no key is needed."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def may_receive_key(profile: Profile, scheme: str, host: str) -> bool:
-    """Whether ``profile``'s own key may be sent to ``scheme://host``."""
-    return any(_destination_matches(pattern, scheme, host) for pattern in profile.key_destinations)
-
-
-def _destination_matches(pattern: str, scheme: str, host: str) -> bool:
-    wanted_scheme, _, wanted_host = pattern.partition("://")
-    if scheme != wanted_scheme:
-        return False
-    if wanted_host.startswith("*."):
-        suffix = wanted_host[1:]
-        return host.endswith(suffix) and len(host) > len(suffix)
-    return host == wanted_host
-
-
-# -- keys ------------------------------------------------------------------------------
-
-
-class KeyChoice:
-    """Which key goes to the endpoint: the value, its variable, or why there is none.
-
-    A plain class, not a Struct: it holds a key, so it must not be encodable
-    and its repr must not show the value.
-    """
-
-    __slots__ = ("value", "source", "problem")
-
-    def __init__(self, value: str | None = None, source: str | None = None, problem: str | None = None) -> None:
-        self.value = value
-        self.source = source
-        self.problem = problem
-        """Set when the endpoint needs a key that may not, or cannot, be sent."""
-
-    def __repr__(self) -> str:
-        return f"KeyChoice(source={self.source!r}, problem={self.problem!r})"
-
-    __str__ = __repr__
-
-
-def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> KeyChoice:
-    """Apply the key rules to one (profile, base URL, environment); never reads anything else."""
-    parts = urlsplit(base_url)
-    scheme = parts.scheme.lower()
-    host = parts.hostname or ""
-    explicit = _environment_key(environ, EXPLICIT_KEY_ENV)
-    if explicit is not None:
-        return explicit
-    if is_loopback(host):
-        return KeyChoice()
-    own = _environment_key(environ, profile.key_variable) if profile.key_variable else None
-    if profile.key_variable and may_receive_key(profile, scheme, host):
-        if own is None:
-            return KeyChoice(problem=f"no API key for {host}: set {profile.key_variable} (or {EXPLICIT_KEY_ENV})")
-        return own
-    if own is not None and own.problem is None:
-        where = ", ".join(profile.key_destinations)
-        return KeyChoice(
-            problem=(
-                f"{profile.key_variable} is only ever sent to {where}, not to {scheme}://{host}: "
-                f"set {EXPLICIT_KEY_ENV} to send a key there"
-            )
-        )
-    return KeyChoice(problem=f"no API key may be sent to {host}: set {EXPLICIT_KEY_ENV} (any value if the server needs none)")
-
-
-def _environment_key(environ: Mapping[str, str], variable: str | None) -> KeyChoice | None:
-    """The key in ``variable``, trimmed; None when unset or blank; a problem when no header can carry it."""
-    if variable is None:
-        return None
-    value = environ.get(variable, "").strip()
-    if not value:
-        return None
-    if not all(0x20 <= ord(character) < 0x7F for character in value):
-        return KeyChoice(problem=f"{variable} holds a character an HTTP header cannot carry")
-    return KeyChoice(value=value, source=variable)
-
-
-def key_is_set(environ: Mapping[str, str], variable: str | None) -> bool:
-    return variable is not None and bool(environ.get(variable, "").strip())
-
-
-# -- the endpoint --------------------------------------------------------------------
-
-
-class Endpoint:
-    """Where requests go and with which key: the resolved profile, base URL, model and headers.
-
-    The key is held privately: it is in no repr or str, and only
-    :meth:`auth_header` hands it out, as the one header that carries it.
-    ``base_url`` is the safe form (no credentials, no secret query values);
-    :meth:`url` builds the URL to request, credentials and query included.
-    """
-
-    __slots__ = ("profile", "model", "key_source", "chosen_by", "_request_base", "_key", "_key_problem")
-
-    def __init__(
-        self,
-        profile: Profile,
-        base_url: str,
-        model: str,
-        *,
-        key: str | None = None,
-        key_source: str | None = None,
-        key_problem: str | None = None,
-        chosen_by: str = "",
-    ) -> None:
-        self.profile = profile
-        self.model = model
-        self.key_source = key_source
-        """The environment variable the key came from, or None when no key is sent."""
-        self.chosen_by = chosen_by
-        """How the profile was chosen: ``--provider``, ``OPENROUTER_API_KEY``, the config file, ..."""
-        self._request_base = base_url.rstrip("/")
-        self._key = key
-        self._key_problem = key_problem
-
-    # -- what the snapshot and the session header hold (no secrets) --
-
-    @property
-    def name(self) -> str:
-        return self.profile.name
-
-    @property
-    def api(self) -> Api:
-        return self.profile.api
-
-    @property
-    def adapters(self) -> tuple[str, ...]:
-        return self.profile.adapters
-
-    @property
-    def base_url(self) -> str:
-        return safe_base_url(self._request_base)
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self._request_base).hostname or ""
-
-    @property
-    def is_local(self) -> bool:
-        return is_loopback(self.host)
-
-    @property
-    def routing_identity(self) -> str:
-        """``openrouter@https://openrouter.ai/api/v1#openai/gpt-4o-mini``: profile, safe base URL, model."""
-        return routing_identity(self.profile.name, self._request_base, self.model)
-
-    @property
-    def adapter_identity(self) -> str:
-        """``chat-completions:v1``, ``chat-completions:v1+empty-tool-calls-is-none@1``, ``anthropic-messages:v1``..."""
-        return adapter_identity(self.profile.api, self.profile.adapters)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """Extra non-secret headers for every request (``anthropic-version``, ``X-Title``)."""
-        return dict(self.profile.headers)
-
-    # -- what the HTTP client needs --
-
-    def url(self, path: str) -> str:
-        """``{base URL}/{path}``, keeping the base URL's query (Azure's ``api-version``) after the path."""
-        parts = urlsplit(self._request_base)
-        joined = parts.path.rstrip("/") + "/" + path.lstrip("/")
-        return parts._replace(path=joined).geturl()
-
-    @property
-    def has_key(self) -> bool:
-        return self._key is not None
-
-    def require_key(self) -> None:
-        """Raise the ``ConfigError`` that says which variable to set, if this endpoint cannot get a key."""
-        if self._key_problem is not None:
-            raise ConfigError(self._key_problem)
-
-    def auth_header(self) -> tuple[str, str] | None:
-        """The one header that carries the key (``Authorization``, ``x-api-key`` or ``api-key``), or None."""
-        self.require_key()
-        if self._key is None:
-            return None
-        style = self.profile.key_style
-        if style == "bearer":
-            return ("Authorization", f"Bearer {self._key}")
-        return (style, self._key)
-
-    def secrets(self) -> Secrets:
-        """What must never be journaled or printed: the key, its header value, the base URL's credentials."""
-        return collect_secrets(api_key=self._key, base_url=self._request_base)
-
-    def request_headers(self) -> dict[str, str]:
-        """The extra headers plus the key's header: everything profile-specific a request carries."""
-        headers = self.headers
-        auth = self.auth_header()
-        if auth is not None:
-            headers[auth[0]] = auth[1]
-        return headers
-
-    def __repr__(self) -> str:
-        key = f"from {self.key_source}" if self._key is not None else "none"
-        return f"Endpoint(profile={self.profile.name!r}, base_url={self.base_url!r}, model={self.model!r}, key=<{key}>)"
-
-    __str__ = __repr__
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Pickling would write the key wherever the pickle goes.
-        raise TypeError("an Endpoint holds an API key and cannot be serialised")
-
-
-# -- routing identity ------------------------------------------------------------------
-
-
-class RoutingTarget(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What a routing identity written by this code says: profile, safe base URL, model."""
-
-    profile: str
-    base_url: str
-    model: str
-
-
-def routing_identity(profile_name: str, base_url: str, model: str) -> str:
-    """``NAME@SAFE_BASE_URL#MODEL``; the safe base URL has no ``#``, so the model may hold anything."""
-    return f"{profile_name}@{safe_base_url(base_url)}#{model}"
-
-
-def parse_routing_identity(identity: str) -> RoutingTarget | None:
-    """Profile, base URL and model back from an identity this code wrote; None for anything else.
-
-    Identities written by older versions (``https://host/v1#model``) have no
-    profile and give None.
-    """
-    name, at, rest = identity.partition("@")
-    if not at or not PROFILE_NAME.fullmatch(name):
-        return None
-    base_url, hash_sign, model = rest.partition("#")
-    if not hash_sign or not model:
-        return None
-    if base_url_problem(base_url) is not None:
-        return None
-    parts = urlsplit(base_url)
-    if "@" in parts.netloc:
-        return None
-    return RoutingTarget(profile=name, base_url=base_url, model=model)
-
-
 # -- selection -------------------------------------------------------------------------
 
 
@@ -702,7 +419,7 @@ def _choose_base_url(
     if given is not None:
         return given
     if recorded is not None and recorded.profile == profile.name:
-        if f"={_REDACTED}" in recorded.base_url:
+        if f"={REDACTED}" in recorded.base_url:
             # The journal kept the URL without its secret; it cannot be requested as recorded.
             raise ConfigError(f"the session's base URL had a secret that was not recorded: pass --base-url or set {BASE_URL_ENV}")
         return recorded.base_url, "the session's routing identity"

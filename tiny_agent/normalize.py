@@ -29,10 +29,10 @@ import msgspec
 
 from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation
 from tiny_agent.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
+from tiny_agent.wording import MISSING, error_text, kind, short
 
 CacheSource = Literal["prompt_tokens_details.cached_tokens", "prompt_cache_hit_tokens"]
 
-_MISSING: Final = object()
 
 
 class UsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="chat"):
@@ -180,7 +180,7 @@ def normalize_response(body: Any) -> Outcome:
     metadata = _metadata(body)
     try:
         choice = _first_choice(body)
-        message = _assistant_message(choice.get("message", _MISSING))
+        message = _assistant_message(choice.get("message", MISSING))
         finish_reason = choice.get("finish_reason")
         stop_reason = _stop_reason(finish_reason, message)
     except _Reject as rejection:
@@ -219,38 +219,38 @@ def _metadata(body: Any) -> dict[str, Any]:
 
 def _first_choice(body: Any) -> dict[str, Any]:
     if type(body) is not dict:
-        raise _Reject(f"response is {_kind(body)}, not an object")
+        raise _Reject(f"response is {kind(body)}, not an object")
     error = body.get("error")
     if error is not None:
-        raise _Reject(f"provider reported an error: {_error_text(error)}")
-    choices = body.get("choices", _MISSING)
-    if choices is _MISSING or choices is None:
+        raise _Reject(f"provider reported an error: {error_text(error)}")
+    choices = body.get("choices", MISSING)
+    if choices is MISSING or choices is None:
         raise _Reject("response has no choices")
     if type(choices) is not list:
-        raise _Reject(f"choices is {_kind(choices)} (expected an array)")
+        raise _Reject(f"choices is {kind(choices)} (expected an array)")
     if not choices:
         raise _Reject("choices is empty")
     choice = choices[0]
     if type(choice) is not dict:
-        raise _Reject(f"choices[0] is {_kind(choice)} (expected an object)")
+        raise _Reject(f"choices[0] is {kind(choice)} (expected an object)")
     return choice
 
 
 def _assistant_message(value: Any) -> AssistantMessage:
     where = "choices[0].message"
-    if value is _MISSING:
+    if value is MISSING:
         raise _Reject(f"{where} is missing")
     if type(value) is not dict:
-        raise _Reject(f"{where} is {_kind(value)} (expected an object)")
-    role = value.get("role", _MISSING)
+        raise _Reject(f"{where} is {kind(value)} (expected an object)")
+    role = value.get("role", MISSING)
     if role != "assistant":
-        shown = "missing" if role is _MISSING else f"{_short(role)}"
+        shown = "missing" if role is MISSING else f"{short(role)}"
         raise _Reject(f"{where}.role is {shown} (expected \"assistant\")")
-    content = value.get("content", _MISSING)
-    if content is _MISSING:
+    content = value.get("content", MISSING)
+    if content is MISSING:
         raise _Reject(f"{where}.content is missing (expected a string or null)")
     if content is not None and type(content) is not str:
-        raise _Reject(f"{where}.content is {_kind(content)} (expected a string or null)")
+        raise _Reject(f"{where}.content is {kind(content)} (expected a string or null)")
     calls = _tool_calls(value.get("tool_calls"))
     if not calls:
         return AssistantMessage(content=content)
@@ -262,33 +262,33 @@ def _tool_calls(value: Any) -> list[ToolCall]:
     if value is None:
         return []
     if type(value) is not list:
-        raise _Reject(f"{where} is {_kind(value)} (expected an array or null)")
+        raise _Reject(f"{where} is {kind(value)} (expected an array or null)")
     if not value:
         raise _Reject(f"{where} is an empty array (expected null, absent, or at least one call)")
     calls = [_tool_call(call, f"{where}[{index}]") for index, call in enumerate(value)]
     seen: set[str] = set()
     for index, call in enumerate(calls):
         if call.id in seen:
-            raise _Reject(f"{where}[{index}].id {_short(call.id)} repeats an earlier call id")
+            raise _Reject(f"{where}[{index}].id {short(call.id)} repeats an earlier call id")
         seen.add(call.id)
     return calls
 
 
 def _tool_call(value: Any, where: str) -> ToolCall:
     if type(value) is not dict:
-        raise _Reject(f"{where} is {_kind(value)} (expected an object)")
+        raise _Reject(f"{where} is {kind(value)} (expected an object)")
     call_id = value.get("id")
     if type(call_id) is not str or not call_id:
         raise _Reject(f"{where}.id is {_describe(call_id)} (expected a non-empty string)")
     if value.get("type") != "function":
-        raise _Reject(f"{where}.type is {_describe(value.get('type', _MISSING))} (expected \"function\")")
+        raise _Reject(f"{where}.type is {_describe(value.get('type', MISSING))} (expected \"function\")")
     function = value.get("function")
     if type(function) is not dict:
         raise _Reject(f"{where}.function is {_describe(function)} (expected an object)")
     name = function.get("name")
     if type(name) is not str or not name:
         raise _Reject(f"{where}.function.name is {_describe(name)} (expected a non-empty string)")
-    arguments = function.get("arguments", _MISSING)
+    arguments = function.get("arguments", MISSING)
     if type(arguments) is not str:
         raise _Reject(f"{where}.function.arguments is {_describe(arguments)} (expected a string of JSON text)")
     return ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments))
@@ -309,8 +309,8 @@ def _stop_reason(finish_reason: Any, message: AssistantMessage) -> StopReason:
     if finish_reason == "error":
         raise _Reject("finish_reason error: the provider failed while generating")
     if type(finish_reason) is not str:
-        raise _Reject(f"finish_reason is {_kind(finish_reason)} (expected a string or null)")
-    raise _Reject(f"finish_reason {_short(finish_reason)} is not one the seam knows (stop, length, tool_calls)")
+        raise _Reject(f"finish_reason is {kind(finish_reason)} (expected a string or null)")
+    raise _Reject(f"finish_reason {short(finish_reason)} is not one the seam knows (stop, length, tool_calls)")
 
 
 # -- usage --------------------------------------------------------------------
@@ -322,13 +322,13 @@ def _read_usage(body: Any) -> tuple[UsageDerivation, str | None]:
     if usage is None:
         return UsageDerivation(), None
     if type(usage) is not dict:
-        return UsageDerivation(), f"usage is {_kind(usage)} (expected an object)"
+        return UsageDerivation(), f"usage is {kind(usage)} (expected an object)"
     problems: list[str] = []
     prompt = _counter(usage, "prompt_tokens", "usage.prompt_tokens", problems)
     completion = _counter(usage, "completion_tokens", "usage.completion_tokens", problems)
     details = usage.get("prompt_tokens_details")
     if details is not None and type(details) is not dict:
-        problems.append(f"usage.prompt_tokens_details is {_kind(details)} (expected an object)")
+        problems.append(f"usage.prompt_tokens_details is {kind(details)} (expected an object)")
         details = None
     details = details or {}
     cache_read = 0
@@ -413,42 +413,9 @@ def _walk(value: Any, kept: Any, path: str, out: list[str]) -> None:
 # -- wording ------------------------------------------------------------------
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if type(value) is bool:
-        return "a boolean"
-    if type(value) in (int, float):
-        return "a number"
-    if type(value) is str:
-        return "a string"
-    if type(value) is list:
-        return "a list"
-    if type(value) is dict:
-        return "an object"
-    return type(value).__name__
-
-
 def _describe(value: Any) -> str:
-    if value is _MISSING:
+    if value is MISSING:
         return "missing"
     if type(value) is str:
-        return "an empty string" if not value else _short(value)
-    return _kind(value)
-
-
-def _short(value: Any) -> str:
-    try:
-        text = msgspec.json.encode(value).decode()
-    except (TypeError, msgspec.EncodeError, OverflowError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _error_text(error: Any) -> str:
-    if type(error) is dict and type(error.get("message")) is str:
-        code = error.get("code")
-        prefix = f"{code}: " if type(code) in (str, int) else ""
-        text = " ".join((prefix + error["message"]).split())
-        return text if len(text) <= 120 else text[:117] + "..."
-    return _short(error)
+        return "an empty string" if not value else short(value)
+    return kind(value)

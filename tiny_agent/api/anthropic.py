@@ -29,7 +29,6 @@ from msgspec import UNSET, UnsetType
 from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.seam import (
     DROPPED,
-    MISSING,
     NormalizedStream,
     Reassembly,
     Reject,
@@ -38,13 +37,11 @@ from tiny_agent.api.seam import (
     counter,
     decode_body,
     describe,
-    error_text,
     event_object,
     parse_json,
     require_array,
     require_object,
     require_text,
-    short,
     stream_text,
     text_member,
     unkept_paths,
@@ -64,6 +61,7 @@ from tiny_agent.transcript import (
     ToolMessage,
     UserMessage,
 )
+from tiny_agent.wording import MISSING, error_text, short
 
 PATH: Final = "/messages"
 API_VERSION: Final = "2023-06-01"

@@ -46,6 +46,7 @@ import msgspec
 
 from tiny_agent.api.sse import SseEvent, parse_events
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.wording import error_text, kind
 
 DONE: Final = "[DONE]"
 """The data of the event that ends a Chat Completions stream."""
@@ -319,12 +320,12 @@ class _Assembler:
 
     def _merge_chunk(self, chunk: Any) -> dict[str, Any]:
         if type(chunk) is not dict:
-            raise _Reject(f"chunk is {_kind(chunk)} (expected an object)")
+            raise _Reject(f"chunk is {kind(chunk)} (expected an object)")
         error = chunk.get("error")
         if error is not None:
             # An error chunk's usage was paid for too.
             self._take_usage(chunk.get("usage"))
-            raise _Reject(f"provider reported an error: {_error_text(error)}")
+            raise _Reject(f"provider reported an error: {error_text(error)}")
         for key, value in chunk.items():
             if key == "choices":
                 self._merge_choices(value)
@@ -357,10 +358,10 @@ class _Assembler:
         if choices is None:
             return
         if type(choices) is not list:
-            raise _Reject(f"choices is {_kind(choices)} (expected an array)")
+            raise _Reject(f"choices is {kind(choices)} (expected an array)")
         for position, choice in enumerate(choices):
             if type(choice) is not dict:
-                raise _Reject(f"choices[{position}] is {_kind(choice)} (expected an object)")
+                raise _Reject(f"choices[{position}] is {kind(choice)} (expected an object)")
             index = choice.get("index", _MISSING)
             if type(index) is not int or index < 0:
                 raise _Reject(f"choices[{position}].index is {_describe(index)} (expected a non-negative integer)")
@@ -383,7 +384,7 @@ class _Assembler:
         if delta is None:
             return
         if type(delta) is not dict:
-            raise _Reject(f"choices[{position}].delta is {_kind(delta)} (expected an object)")
+            raise _Reject(f"choices[{position}].delta is {kind(delta)} (expected an object)")
         message = state.message
         for key, value in delta.items():
             current = message.get(key)
@@ -401,7 +402,7 @@ class _Assembler:
         if calls is None:
             return
         if type(calls) is not list:
-            raise _Reject(f"{_concrete(where, 'tool_calls')} is {_kind(calls)} (expected an array)")
+            raise _Reject(f"{_concrete(where, 'tool_calls')} is {kind(calls)} (expected an array)")
         if not calls:
             # An empty array says "no call pieces in this chunk" (vLLM sends one with text).
             return
@@ -412,7 +413,7 @@ class _Assembler:
         for position, call in enumerate(calls):
             here = (*call_where, position)
             if type(call) is not dict:
-                raise _Reject(f"{_concrete(call_where, position)} is {_kind(call)} (expected an object)")
+                raise _Reject(f"{_concrete(call_where, position)} is {kind(call)} (expected an object)")
             index = call.get("index", _MISSING)
             if type(index) is not int or index < 0:
                 raise _Reject(f"{_concrete(here, 'index')} is {_describe(index)} (expected a non-negative integer)")
@@ -447,14 +448,14 @@ def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, 
         return
     if type(current) is _Pieces:
         if type(value) is not str:
-            raise _Reject(f"{_concrete(where, key)} is {_kind(value)} after a string (the pieces cannot be joined)")
+            raise _Reject(f"{_concrete(where, key)} is {kind(value)} after a string (the pieces cannot be joined)")
         current.append(value)
         return
     if type(value) is str:
-        raise _Reject(f"{_concrete(where, key)} is a string after {_kind(_finished(current))} (the pieces cannot be joined)")
+        raise _Reject(f"{_concrete(where, key)} is a string after {kind(_finished(current))} (the pieces cannot be joined)")
     if type(current) is _Members:
         if type(value) is not dict:
-            raise _Reject(f"{_concrete(where, key)} is {_kind(value)} after an object (the pieces cannot be merged)")
+            raise _Reject(f"{_concrete(where, key)} is {kind(value)} after an object (the pieces cannot be merged)")
         inner = (*where, key)
         for name, member in value.items():
             _merge_member(current, name, member, inner, deep, dropped)
@@ -535,29 +536,12 @@ def _as_text(value: Any) -> str:
     return _json(value)
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    kind = type(value)
-    if kind is bool:
-        return "a boolean"
-    if kind is int or kind is float:
-        return "a number"
-    if kind is str:
-        return "a string"
-    if kind is list:
-        return "a list"
-    if kind is dict:
-        return "an object"
-    return kind.__name__
-
-
 def _describe(value: Any) -> str:
     if value is _MISSING:
         return "missing"
     if type(value) is int:
         return str(value)
-    return _kind(value)
+    return kind(value)
 
 
 def _short(value: Any) -> str:
@@ -570,13 +554,3 @@ def _json(value: Any) -> str:
         return msgspec.json.encode(value).decode()
     except (TypeError, msgspec.EncodeError, OverflowError, UnicodeDecodeError):
         return repr(value)
-
-
-def _error_text(error: Any) -> str:
-    """``502: Provider disconnected`` — the error object's code and message on one line."""
-    if type(error) is dict and type(error.get("message")) is str:
-        code = error.get("code")
-        prefix = f"{code}: " if type(code) in (str, int) else ""
-        text = " ".join((prefix + error["message"]).split())
-        return text if len(text) <= 120 else text[:117] + "..."
-    return _short(error)

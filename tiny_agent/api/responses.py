@@ -28,7 +28,6 @@ from msgspec import UNSET, UnsetType
 from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.seam import (
     DROPPED,
-    MISSING,
     NormalizedStream,
     Reassembly,
     Reject,
@@ -37,12 +36,10 @@ from tiny_agent.api.seam import (
     decode_body,
     describe,
     details_object,
-    error_text,
     event_object,
     require_array,
     require_object,
     require_text,
-    short,
     stream_text,
     text_member,
     unkept_paths,
@@ -52,6 +49,7 @@ from tiny_agent.api.sse import parse_events
 from tiny_agent.normalize import Accepted, Outcome, Rejected, ResponsesUsageDerivation
 from tiny_agent.tools import ToolSpec
 from tiny_agent.transcript import AssistantMessage, FunctionCall, Message, StopReason, ToolCall, ToolMessage, UserMessage
+from tiny_agent.wording import MISSING, error_text, short
 
 PATH: Final = "/responses"
 

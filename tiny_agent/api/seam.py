@@ -22,8 +22,8 @@ import msgspec
 from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation
 from tiny_agent.normalize import Outcome
 from tiny_agent.transcript import AssistantMessage, ToolCall
+from tiny_agent.wording import MISSING, kind, short
 
-MISSING: Final = object()
 """A member that is absent (as opposed to present and null)."""
 
 DROPPED: Final = object()
@@ -242,22 +242,6 @@ def event_object(data: str, name: str | None, where: str) -> dict[str, Any]:
 # -- wording ------------------------------------------------------------------
 
 
-def kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if type(value) is bool:
-        return "a boolean"
-    if type(value) in (int, float) or type(value) is msgspec.Raw:
-        return "a number"
-    if type(value) is str:
-        return "a string"
-    if type(value) is list:
-        return "a list"
-    if type(value) is dict:
-        return "an object"
-    return type(value).__name__
-
-
 def describe(value: Any) -> str:
     """How a reason shows a value: strings and integers as themselves, anything else by its kind."""
     if value is MISSING:
@@ -267,21 +251,3 @@ def describe(value: Any) -> str:
     if type(value) is int:
         return short(value)
     return kind(value)
-
-
-def short(value: Any) -> str:
-    try:
-        text = msgspec.json.encode(value).decode()
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def error_text(error: Any, kind_key: str = "code") -> str:
-    """``overloaded_error: Overloaded`` from an error object; its JSON, shortened, from anything else."""
-    if type(error) is dict and type(error.get("message")) is str:
-        label = error.get(kind_key)
-        prefix = f"{label}: " if type(label) in (str, int) else ""
-        text = " ".join((prefix + error["message"]).split())
-        return text if len(text) <= 120 else text[:117] + "..."
-    return short(error)

@@ -7,8 +7,6 @@ the same settings digest the same on any machine.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -17,7 +15,6 @@ from tiny_agent.canonical import canonical_digest, sha256_digest
 from tiny_agent.state import ConfigurationSnapshot, ToolDigest
 from tiny_agent.tools import ToolDeclaration
 
-ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
 ADAPTER_IDENTITY: Final = "chat-completions:v1"
 """Plain Chat Completions with no quirk adapters: what every journal held before profiles existed."""
 
@@ -57,9 +54,3 @@ class Configuration(msgspec.Struct, frozen=True):
 
     def declaration(self, name: str) -> ToolDeclaration | None:
         return next((tool for tool in self.tools if tool.name == name), None)
-
-
-def environment_identity(cwd: Path) -> str:
-    """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
-    configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
-    return configured or os.path.realpath(cwd)

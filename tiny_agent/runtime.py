@@ -8,9 +8,10 @@ the request of the wire API the session speaks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 import msgspec
 
@@ -19,7 +20,7 @@ from tiny_agent.api.anthropic import anthropic_request
 from tiny_agent.api.chat import chat_request
 from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.responses import responses_request
-from tiny_agent.configuration import Configuration, environment_identity
+from tiny_agent.configuration import Configuration
 from tiny_agent.provider import Provider, Timeouts
 from tiny_agent.recovery import CurrentConfiguration
 from tiny_agent.redact import Secrets
@@ -32,6 +33,14 @@ if TYPE_CHECKING:
     from tiny_agent.profiles import Endpoint
 
 Api = Literal["chat", "anthropic", "responses"]
+
+ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
+
+
+def environment_identity(cwd: Path) -> str:
+    """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
+    configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
+    return configured or os.path.realpath(cwd)
 
 RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
 REQUEST_BUILDERS: dict[str, RequestBuilder] = {

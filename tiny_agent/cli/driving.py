@@ -307,7 +307,7 @@ def _open_idle(path: Path, durability: Durability) -> JournalWriter:
 
 
 def _new_session(endpoint: Endpoint, sessions_dir: str | None, durability: Durability) -> JournalWriter:
-    from tiny_agent.configuration import environment_identity
+    from tiny_agent.runtime import environment_identity
 
     cwd = Path.cwd()
     files = store(sessions_dir)

@@ -290,3 +290,72 @@ def test_blocked_recovery_exits_75_with_a_remedy(workspace, model):
     assert "--abort" in blocked.stderr
     dry = tiny(workspace, model, "resume", session, "--dry-run", "--json", "--allow-bash")
     assert json.loads(dry.stdout)["type"] == "startStep"
+
+
+# -- in the middle of a stream: Ctrl-C keeps the partial bytes, SIGKILL loses only what never landed ----
+
+
+def _stalled_stream(stall_after: int) -> Reply:
+    """A streamed answer that sends ``stall_after`` bytes in irregular pieces, then nothing for a long while."""
+    return replies.stream("chat", replies.text_answer("A long answer, " * 20), seed=7, stall_after=stall_after, stall_for=60)
+
+
+def _wait_for_bytes(server: LoopbackServer, process: subprocess.Popen[str]) -> None:
+    """Until the request has arrived and the first pieces have had time to reach the client."""
+    deadline = time.monotonic() + 30
+    while server.request_count == 0:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1.0)
+
+
+def test_ctrl_c_in_the_middle_of_a_stream_keeps_the_partial_bytes(workspace):
+    reply = _stalled_stream(stall_after=300)
+    with LoopbackServer([reply]) as server:
+        process = tiny(workspace, server, "run", "hello", "--stream", wait=False)
+        _wait_for_bytes(server, process)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("INTERRUPTED:")
+    assert "Traceback" not in err
+    path = journal_of(workspace)
+    assert path is not None
+    assert _records(path) == ["user", "runStarted", "stepAttempt", "abortRequested", "stepFailed", "operationFinished"]
+    ((_, fact),) = list(raw_facts(path))
+    assert fact.raw.body is not None
+    assert fact.raw.body.encode() == reply.body[:300], "the raw fact holds exactly the bytes that arrived"
+    assert fact.raw.incomplete == "interrupted by the user"
+    verified = tiny(workspace, server, "verify", path.name.split("_", 1)[1][:-6])
+    assert verified.returncode == 0, verified.stderr
+    state = read_journal(path)
+    assert state.operation.__class__.__name__ == "IdleOperation"
+    assert '"outcome":"aborted"' in path.read_text()
+
+
+def test_sigkill_in_the_middle_of_a_stream_then_resume_asks_again(workspace):
+    stalled = _stalled_stream(stall_after=300)
+    finished = replies.stream("chat", replies.text_answer("Resumed."), seed=8)
+    with LoopbackServer([stalled, finished]) as server:
+        process = tiny(workspace, server, "run", "hello", "--stream", wait=False)
+        _wait_for_bytes(server, process)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+        path = journal_of(workspace)
+        assert path is not None
+        assert list(raw_facts(path)) == [], "a process that dies mid-stream commits none of it"
+        session = path.name.split("_", 1)[1][:-6]
+        resumed = tiny(workspace, server, "resume", session)
+        assert resumed.returncode == 0, resumed.stderr
+        assert server.request_count == 2, "the step is asked again: its first response never landed"
+        assert "Resumed." in resumed.stdout
+        ((_, fact),) = list(raw_facts(path))
+        assert fact.raw.body is not None
+        assert fact.raw.body.encode() == finished.body
+        state = read_journal(path)
+        assert state.operation.__class__.__name__ == "IdleOperation"
+        assert transcript_violation(state.transcript) is None
+        again = tiny(workspace, server, "resume", session)
+        assert again.returncode == 0, again.stderr
+        assert "nothing to do" in again.stdout

@@ -359,3 +359,18 @@ def test_sigkill_in_the_middle_of_a_stream_then_resume_asks_again(workspace):
         again = tiny(workspace, server, "resume", session)
         assert again.returncode == 0, again.stderr
         assert "nothing to do" in again.stdout
+
+
+def test_a_blocked_resume_names_a_changed_base_url_without_its_credentials(workspace, model):
+    tiny(workspace, model, "run", "What is this project?", "--allow-bash", failpoint="after-commit:step-attempt")
+    session = journal_of(workspace).name.split("_", 1)[1][:-6]  # type: ignore[union-attr]
+    with LoopbackServer([replies.answer("elsewhere")]) as other:
+        moved = other.base_url.replace("http://", "http://someone:hunter2@")
+        blocked = tiny(workspace, model, "resume", session, "--base-url", moved, "--allow-bash")
+        assert other.request_count == 0
+    assert blocked.returncode == 75, blocked.stderr
+    line = blocked.stderr.strip().splitlines()[-1]
+    assert line.startswith("BLOCKED: configuration_changed: "), line
+    assert model.base_url.split("//", 1)[1] in line and other.base_url.split("//", 1)[1] in line, line
+    assert f"--base-url {model.base_url}" in line, "the flag that restores the recorded base URL"
+    assert "hunter2" not in blocked.stderr + blocked.stdout

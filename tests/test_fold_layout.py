@@ -49,6 +49,7 @@ ALLOWED_IMPORTS = (
     "tiny_agent.json_profile",
     "tiny_agent.canonical",
     "tiny_agent.errors",
+    "tiny_agent.links",
     "msgspec",
     "__future__",
     "base64",

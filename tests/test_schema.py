@@ -25,6 +25,10 @@ from tiny_agent.fold.version import PROFILES, V2, V3
 
 SPEC_MEMBERS: dict[str, set[str]] = {
     "HEADER_KEYS": {"kind", "version", "id", "createdAt", "cwd", "provider", "model", "environmentIdentity"},
+    # Our v3 header: the v2 members and two optional links (docs/journal.md, "v2 compatibility").
+    "V3_HEADER_KEYS": {"kind", "version", "id", "createdAt", "cwd", "provider", "model", "environmentIdentity", "origin", "parent"},
+    "ORIGIN_KEYS": {"path", "length", "sha256"},
+    "PARENT_KEYS": {"session", "line", "chain"},
     "ENTRY_FACT_KEYS": {"kind", "seq", "id", "timestamp", "entry"},
     "RECORD_FACT_KEYS": {"kind", "seq", "id", "timestamp", "record"},
     "USAGE_FACT_KEYS": {"kind", "seq", "id", "timestamp", "operationId", "usage", "attemptId", "toolStartedId"},

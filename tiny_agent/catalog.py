@@ -30,14 +30,17 @@ import msgspec
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal import committed_lines, holder_pid, is_locked, read_journal
+from tiny_agent.lineage import lineage_words
+from tiny_agent.links import Origin, Parent
 from tiny_agent.render import outcome_summary
 from tiny_agent.state import IdleOperation, SessionState
 from tiny_agent.store import list_journals, session_id_of, shortest_handles
 from tiny_agent.transcript import UserMessage
 
 INDEX_NAME: Final = ".tiny-agent-index.json"
-INDEX_VERSION: Final = 4
-"""3: summaries carry usage and runs per day and model (``buckets``)."""
+INDEX_VERSION: Final = 5
+"""3: summaries carry usage and runs per day and model (``buckets``); 4: how the last run ended; 5: where the
+session came from (``origin``, ``parent``)."""
 TAIL_BYTES: Final = 4096
 
 Status = Literal["idle", "failed", "aborted", "truncated", "step-limit", "open", "corrupt", "unreadable"]
@@ -79,6 +82,10 @@ class Summary(msgspec.Struct):
     buckets: list[Bucket] = msgspec.field(default_factory=list)
     reason: str | None = None
     """How the last run ended, in words (failed: why; truncated; step limit...)."""
+    origin: Origin | None = None
+    """The v2 journal an upgraded session continues (its header's ``origin``)."""
+    parent: Parent | None = None
+    """The session a fork branched from, and where (its header's ``parent``)."""
 
 
 class IndexEntry(msgspec.Struct):
@@ -112,6 +119,10 @@ class Listed(msgspec.Struct):
     error: str | None = None
     reason: str | None = None
     """How the last run ended, in words, when it did not simply complete."""
+    parent: str | None = None
+    """A fork's parent session id."""
+    lineage: str | None = None
+    """Where the session came from, in words: ``fork of <handle> at line N`` or ``upgrade of <v2 file>``."""
 
 
 def list_sessions(
@@ -122,9 +133,9 @@ def list_sessions(
 ) -> list[Listed]:
     """Newest first (only those made in ``cwd`` when given); reduces only what the index cannot vouch for."""
     rows: list[Listed] = []
-    for path, summary, handle in _summaries(directory, progress):
+    for path, summary, handles in _summaries(directory, progress):
         if cwd is None or summary.cwd == cwd:
-            rows.append(_row(path, summary, handle))
+            rows.append(_row(path, summary, handles))
         if limit is not None and len(rows) >= limit:
             break
     return rows
@@ -143,16 +154,27 @@ def report_entries(
 ) -> list[ReportEntry]:
     """Every session's summary with its buckets, newest first (only those made in ``cwd`` when given)."""
     return [
-        ReportEntry(handle=handle, path=str(path), summary=summary)
-        for path, summary, handle in _summaries(directory, progress)
+        ReportEntry(handle=handles.get(session_id_of(path) or "", ""), path=str(path), summary=summary)
+        for path, summary, handles in _summaries(directory, progress)
         if cwd is None or summary.cwd == cwd
     ]
 
 
-def _summaries(directory: Path, progress: Callable[[int, int], None] | None) -> Iterator[tuple[Path, Summary, str]]:
-    """Each journal's summary, newest first, from the index where it still vouches; saves the index if it changed.
+def upgrades_of(directory: Path, origin: Origin) -> list[Listed]:
+    """The sessions that continue exactly these bytes of a v2 journal (an earlier ``upgrade`` of it), newest first."""
+    return [
+        _row(path, summary, handles)
+        for path, summary, handles in _summaries(directory, None)
+        if summary.origin == origin
+    ]
 
-    The index is saved when the caller stops early too (``--limit``), since
+
+def _summaries(
+    directory: Path, progress: Callable[[int, int], None] | None
+) -> Iterator[tuple[Path, Summary, dict[str, str]]]:
+    """Each journal's summary and the store's handles, newest first, from the index where it still vouches.
+
+    The index is saved if it changed, also when the caller stops early (``--limit``), since
     ``finally`` runs when a generator is closed.
     """
     journals = list_journals(directory)
@@ -165,7 +187,7 @@ def _summaries(directory: Path, progress: Callable[[int, int], None] | None) -> 
             changed = changed or fresh
             if progress is not None:
                 progress(position, len(journals))
-            yield path, entry.summary, handles.get(session_id_of(path) or "", "")
+            yield path, entry.summary, handles
     finally:
         if changed:
             _save_index(directory, index)
@@ -229,6 +251,8 @@ def summary_of(state: SessionState) -> Summary:
         output=usage.output,
         cacheRead=usage.cacheRead,
         cacheWrite=usage.cacheWrite,
+        origin=state.origin,
+        parent=state.parent,
     )
 
 
@@ -246,7 +270,7 @@ def _status_of(state: SessionState) -> Status:
 _FAILURE_STATUS: Final[dict[str, Status]] = {"length_without_calls": "truncated", "step_limit": "step-limit"}
 
 
-def _row(path: Path, summary: Summary, handle: str) -> Listed:
+def _row(path: Path, summary: Summary, handles: dict[str, str]) -> Listed:
     status = summary.status
     locked = status not in ("corrupt", "unreadable") and is_locked(path)
     if locked:
@@ -257,9 +281,10 @@ def _row(path: Path, summary: Summary, handle: str) -> Listed:
         status_text = "crashed"
     else:
         status_text = status
+    parent = summary.parent
     return Listed(
         session=summary.session,
-        handle=handle,
+        handle=handles.get(session_id_of(path) or "", ""),
         path=str(path),
         created=summary.created,
         cwd=summary.cwd,
@@ -272,6 +297,8 @@ def _row(path: Path, summary: Summary, handle: str) -> Listed:
         input=summary.input,
         output=summary.output,
         error=summary.error,
+        parent=parent.session if parent is not None else None,
+        lineage=lineage_words(summary.origin, parent, handles.get(parent.session) if parent is not None else None),
     )
 
 

@@ -64,6 +64,7 @@ LABELS: Final[tuple[Label, ...]] = (
     Label(CORRUPTION_LABEL, EXIT_CORRUPT, "a journal the reducer refuses, named by its error code, line and seq"),
     Label("CORRUPT", EXIT_CORRUPT, "verify: one or more sessions failed verification (each is listed with its error)"),
     Label("MALFORMED_JSON", EXIT_CORRUPT, "an input that is not JSON (a journal line, or a provider body given to normalize)"),
+    Label("MISNAMED", EXIT_CORRUPT, "a journal whose header names another session than its file name; writers refuse to open it"),
     Label("NOT_FOUND", EXIT_NO_INPUT, "no such session or file"),
     Label("IO_ERROR", EXIT_IO, "the disk is full or read-only, or a read or write failed; nothing was half-written"),
     Label("PERMISSION", EXIT_NO_PERMISSION, "the operating system refused access to a file or directory"),
@@ -109,6 +110,12 @@ class EmptyInput(TinyAgentError):
 
 class NotFound(TinyAgentError):
     label = "NOT_FOUND"
+
+
+class Misnamed(TinyAgentError):
+    """A journal file named for one session whose header is another's (session-v2 §16: a store checks the id on open)."""
+
+    label = "MISNAMED"
 
 
 class StorageError(TinyAgentError):

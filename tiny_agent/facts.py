@@ -19,6 +19,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from tiny_agent.links import Origin, Parent
 from tiny_agent.state import ConfigurationSnapshot, ReplayPolicy, StepKind
 from tiny_agent.transcript import (
     AssistantMessage,
@@ -51,6 +52,10 @@ class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", forbid_unknown_
     provider: str
     model: str
     environmentIdentity: str
+    origin: Origin | UnsetType = UNSET
+    """v3 only: the v2 journal this session continues (``tiny-agent upgrade``)."""
+    parent: Parent | UnsetType = UNSET
+    """v3 only: the session this one was forked from, and where (``tiny-agent fork``)."""
 
 
 # -- entries ----------------------------------------------------------------

@@ -17,7 +17,7 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final, Literal
 
@@ -247,6 +247,45 @@ def _link_new_file(path: Path, content: bytes) -> None:
     finally:
         staging.unlink(missing_ok=True)
     fsync_directory(path.parent)
+
+
+def publish_file(path: Path, chunks: Iterable[bytes], durability: Durability, label: str) -> None:
+    """Make ``path`` appear holding ``chunks`` (its bytes, in order) complete, or not at all; never over a file.
+
+    The bytes go to a staging file beside ``path``, which is linked into place
+    once complete (``os.link`` refuses an existing ``path``: FileExistsError).
+    If ``chunks`` raises (a copy that would not be a valid journal), nothing
+    appears.  The failpoint ``before-link:<label>`` kills the process with the
+    staging file complete and not yet linked: what a crash there leaves is a
+    hidden ``.<name>.<pid>.new`` file, never a partial journal.
+    """
+    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            _write_chunks(fd, chunks)
+            if durability == "fsync":
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        failpoints.maybe_crash(f"before-link:{label}")
+        os.link(staging, path)
+    finally:
+        staging.unlink(missing_ok=True)
+    if durability == "fsync":
+        fsync_directory(path.parent)
+
+
+def _write_chunks(fd: int, chunks: Iterable[bytes]) -> None:
+    """The bytes in pieces of about a megabyte (a journal's lines one ``write`` each would cost a call per line)."""
+    pending = bytearray()
+    for chunk in chunks:
+        pending += chunk
+        if len(pending) >= CHUNK_SIZE:
+            write_all(fd, bytes(pending))
+            pending.clear()
+    if pending:
+        write_all(fd, bytes(pending))
 
 
 def open_for_append(path: Path) -> tuple[int, WriterLock]:

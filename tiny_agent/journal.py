@@ -27,12 +27,14 @@ from typing import Protocol
 import msgspec
 
 from tiny_agent import failpoints, filestore
-from tiny_agent.errors import CorruptionError, StorageError, TinyAgentError
+from tiny_agent.errors import BlockedError, CorruptionError, Misnamed, StorageError, TinyAgentError
 from tiny_agent.facts import (
     Fact,
     HeaderLine,
     RawFact,
+    RecordFact,
     SealFact,
+    StepAttempt,
     decode_fact,
     encode_header,
     encode_seal_only,
@@ -60,8 +62,10 @@ __all__ = [
     "Durability",
     "JournalError",
     "JournalWriter",
+    "ModelCallRefused",
     "NotAJournal",
     "SessionLocked",
+    "SessionMisnamed",
     "WriterPoisoned",
     "committed_lines",
     "facts",
@@ -90,6 +94,31 @@ class CommitRejected(TinyAgentError):
 
 class WriterPoisoned(StorageError):
     """An append failed: the journal's tail is unknown, so this writer appends nothing more."""
+
+
+class ModelCallRefused(BlockedError):
+    """A model attempt in a journal that cannot record the model's response (v2): refused before it is written."""
+
+
+class SessionMisnamed(Misnamed):
+    """The file is named for one session and its header is another's: a writer would append to the wrong session."""
+
+    def __init__(self, path: Path, header_id: str, named_id: str) -> None:
+        super().__init__(
+            f"{path.name} is named for session {named_id} but its header is session {header_id}; no writer opens it "
+            f"(appends meant for one session would land in another): give it a name ending in _{header_id}.jsonl"
+        )
+        self.header_id = header_id
+        self.named_id = named_id
+
+
+def cannot_record_responses(path: Path, *, operation_open: bool = True) -> str:
+    """Why a v2 journal is not continued with a model call, and the remedies (one line)."""
+    abort = f" (or `tiny-agent resume {path} --abort` closes its open run without the model)" if operation_open else ""
+    return (
+        f"{path.name} is a v2 journal, which cannot record the model's response (v2 has no raw facts), so no model "
+        f"call was made: `tiny-agent upgrade {path}` continues it in a new v3 session and leaves the v2 file as it is{abort}"
+    )
 
 
 class Appender(Protocol):
@@ -249,6 +278,8 @@ class JournalWriter:
         self._clock = clock
         self._refold: Callable[[], Fold] | None = None
         self._poisoned: str | None = None
+        self._attempts_refused: str | None = None
+        """Why a transaction starting a model attempt is refused (a v2 journal opened to be continued)."""
         self._committed = False
         self._closed = False
         self._mutex = threading.RLock()
@@ -283,14 +314,36 @@ class JournalWriter:
         return writer
 
     @classmethod
-    def open(cls, path: Path, *, durability: Durability = "fsync", clock: Callable[[], int] = now_ms) -> JournalWriter:
-        """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar."""
+    def open(
+        cls,
+        path: Path,
+        *,
+        durability: Durability = "fsync",
+        clock: Callable[[], int] = now_ms,
+        session_id: str | None = None,
+    ) -> JournalWriter:
+        """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar.
+
+        ``session_id`` is the session the caller asked for (the file store
+        names a journal after its session): a header naming another one is
+        refused with :class:`SessionMisnamed` before anything is changed
+        (session-v2 §16).  A v2 journal's writer refuses to start a model
+        attempt (:class:`ModelCallRefused`): our writer journals every
+        response raw before settling it, and v2 has no ``raw`` facts, so the
+        response would be paid for and lost.  Everything else (tool results,
+        aborts, finishing a run) is appended to a v2 journal as v2 facts.
+        """
         filestore.check_journal_file(path)
         fd, lock = filestore.open_for_append(path)
         appender = filestore.FileAppender(path, fd, lock, durability)
         try:
             fold = fold_chunks(filestore.file_chunks(path))
+            header_id = fold.state.header.id
+            if session_id is not None and header_id != session_id:
+                raise SessionMisnamed(path, header_id, session_id)
             writer = cls(appender, fold, clock, path)
+            if "raw" not in fold.profile.fact_kinds:
+                writer._attempts_refused = cannot_record_responses(path)
             writer._refold = lambda: fold_chunks(filestore.file_chunks(path))
             writer.repaired_tail = filestore.cut_torn_tail(path, fd, fold.committed_length, now_ms())
             writer.tightened_mode = filestore.make_private(fd)
@@ -325,6 +378,8 @@ class JournalWriter:
             raise ValueError("a transaction needs at least one fact")
         with self._mutex:
             self._check_usable()
+            if self._attempts_refused is not None and _starts_attempt(facts):
+                raise ModelCallRefused(self._attempts_refused)
             with _signals_deferred():
                 stamped = self._stamp(facts)
                 line = encode_transaction(stamped)
@@ -425,6 +480,10 @@ class JournalWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _starts_attempt(facts: list[Fact]) -> bool:
+    return any(type(fact) is RecordFact and type(fact.record) is StepAttempt for fact in facts)
 
 
 @contextmanager

@@ -37,6 +37,7 @@ def transcript_lines(
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(header.createdAt / 1000))
     yield f"session {header.id} · v{state.version} · {header.provider} · {header.model}"
     yield f"created {created} in {header.cwd}"
+    yield from lineage_lines(state)
     call_names: dict[str, str] = {}
     for entry in state.entries.values():
         yield ""
@@ -47,6 +48,19 @@ def transcript_lines(
                 yield from _compaction_lines(state, detail, full)
             continue
         yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names, full)
+
+
+def lineage_lines(state: SessionState) -> Iterator[str]:
+    """Where the session came from, if it was forked or upgraded (`tiny-agent verify` checks the link)."""
+    parent = state.parent
+    if parent is not None:
+        yield (
+            f"forked from session {parent.session} after its line {parent.line}: what comes before that point "
+            f"is the parent's (`tiny-agent verify` checks the link)"
+        )
+    origin = state.origin
+    if origin is not None:
+        yield f"upgraded from the v2 journal {origin.path} (a copy of its first {origin.length:,} bytes, left as they were)"
 
 
 def _message_lines(
@@ -298,13 +312,19 @@ def _table(rows: Sequence[Sequence[str]], indent: str) -> Iterator[str]:
 def sessions_table(rows: list[Listed], *, show_cwd: bool = False) -> Iterator[str]:
     """``tiny-agent sessions`` for people: one line per session, newest first."""
     head = ["handle", "created (UTC)", "model", "status", "runs", "tokens", "first prompt"]
-    table: list[list[str]] = [[*head[:2], "directory", *head[2:]] if show_cwd else head]
+    # A lineage column only when some session was forked or upgraded: most stores have none.
+    show_lineage = any(row.lineage for row in rows)
+    table: list[list[str]] = [[*head[:2], "directory", *head[2:]] if show_cwd else list(head)]
+    if show_lineage:
+        table[0].append("lineage")
     for row in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
         prompt = _clip((row.prompt or row.error or "").replace("\n", " "), 48)
         cells = [row.handle or row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt]
         if show_cwd:
             cells.insert(2, _clip(row.cwd or "?", 32))
+        if show_lineage:
+            cells.append(_clip(row.lineage or "", 48))
         table.append(cells)
     yield from _table(table, indent="")
 

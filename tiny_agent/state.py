@@ -16,6 +16,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from tiny_agent.links import Origin, Parent
 from tiny_agent.transcript import Message, StopReason, Usage
 
 StepKind = Literal["assistant", "compaction"]
@@ -189,6 +190,10 @@ class SessionState(msgspec.Struct):
     """How the newest finished *run* ended (a compaction may have finished after it)."""
     pendingCut: PendingCut | None = None
     """The open compaction's cut, as its ``compactionStarted`` declared it (what settling it needs)."""
+    origin: Origin | None = None
+    """v3: the header's ``origin``, the v2 journal this session continues (not conformance output)."""
+    parent: Parent | None = None
+    """v3: the header's ``parent``, the session this one was forked from (not conformance output)."""
 
     def to_json(self) -> dict[str, Any]:
         """The conformance shape of session-v2 §14 (no version, no internal index)."""

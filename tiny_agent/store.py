@@ -25,7 +25,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -78,7 +78,19 @@ class Store(Protocol):
 
     def resolve(self, reference: str) -> Session: ...
 
-    def open_writer(self, session: Session, durability: Durability) -> JournalWriter: ...
+    def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
+        """The session's one writer; refuses a journal whose header is another session's (session-v2 §16)."""
+        ...
+
+    def create_from(
+        self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
+    ) -> Session:
+        """A new session whose journal is exactly ``lines`` (each without its LF, the header first): all of it, or nothing.
+
+        For ``upgrade`` and ``fork``, which build a whole journal before it
+        may be seen (``label`` names the failpoint ``before-link:<label>``).
+        """
+        ...
 
     def chunks(self, session: Session) -> Iterator[bytes]: ...
 
@@ -178,7 +190,16 @@ class FileStore:
         return _file_session(resolve_session(reference, self.directory))
 
     def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
-        return JournalWriter.open(_path_of(session), durability=durability)
+        path = _path_of(session)
+        return JournalWriter.open(path, durability=durability, session_id=session_id_of(path))
+
+    def create_from(
+        self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
+    ) -> Session:
+        ensure_private_directory(self.directory)
+        path = self.directory / journal_name(session_id, created)
+        filestore.publish_file(path, (line + b"\n" for line in lines), durability, label)
+        return _file_session(path)
 
     def chunks(self, session: Session) -> Iterator[bytes]:
         return filestore.file_chunks(_path_of(session))

@@ -11,6 +11,7 @@ import msgspec
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal import holder_pid, is_locked, read_journal
+from tiny_agent.state import SessionState
 
 Status = Literal["ok", "corrupt", "open-tail", "unsealed", "unreadable"]
 
@@ -66,8 +67,26 @@ def verify(path: Path, known_length: int | None = None) -> Verdict:
             notes.insert(0, live)
         else:
             notes.insert(0, "open tail: valid, but not closed cleanly (crashed?); the last line is not covered by a seal")
+    notes.extend(_link_notes(path, state, verdict))
     verdict.detail = "; ".join(notes)
     return verdict
+
+
+def _link_notes(path: Path, state: SessionState, verdict: Verdict) -> list[str]:
+    """A fork's parent and an upgrade's v2 file, checked when present (a mismatch fails the verdict); a misnamed file."""
+    from tiny_agent.interop import check_links
+    from tiny_agent.store import session_id_of
+
+    notes = []
+    named = session_id_of(path)
+    if named is not None and named != state.header.id:
+        notes.append(f"misnamed: the file name says session {named}, the header {state.header.id} (writers refuse it)")
+    for check in check_links(path, state):
+        notes.append(check.note)
+        if check.mismatch is not None and verdict.status != "corrupt":
+            verdict.status = "corrupt"
+            verdict.error = {"code": check.mismatch, "line": 1, "reason": check.note}
+    return notes
 
 
 def verify_many(paths: list[Path], progress: Callable[[int, int], None] | None = None) -> list[Verdict]:

@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 def _register_commands() -> None:
     """Importing the command modules adds their commands to ``app`` (once)."""
-    from tiny_agent.cli import chatting, driving, inspecting, viewing
+    from tiny_agent.cli import chatting, driving, inspecting, lineage, viewing
 
-    del chatting, driving, inspecting, viewing
+    del chatting, driving, inspecting, lineage, viewing
 
 
 def _die(message: str, exit_code: int) -> NoReturn:

@@ -72,10 +72,16 @@ if TYPE_CHECKING:
 
 
 def _open_writer(path: Path, durability: Durability) -> JournalWriter:
+    """The session's writer; a journal named for another session than its header's is refused (MISNAMED).
+
+    A v2 journal's writer refuses to start a model attempt (BLOCKED): see
+    :meth:`tiny_agent.journal.JournalWriter.open`.
+    """
     from tiny_agent.journal import JournalWriter
+    from tiny_agent.store import session_id_of
 
     try:
-        writer = JournalWriter.open(path, durability=durability)
+        writer = JournalWriter.open(path, durability=durability, session_id=session_id_of(path))
     except CorruptionError as error:
         corrupt(error, path, as_json=False)
     except OSError as error:
@@ -297,9 +303,14 @@ def _newest_here(sessions_dir: str | None) -> Path:
 
 
 def _open_idle(path: Path, durability: Durability) -> JournalWriter:
+    """An idle session to start something new in: a model call comes next, so a v2 journal is refused, nothing written."""
+    from tiny_agent.journal import cannot_record_responses
     from tiny_agent.state import IdleOperation
 
     writer = _open_writer(path, durability)
+    if writer.state.version < 3:
+        writer.close(seal=False)
+        raise BlockedError(cannot_record_responses(path, operation_open=type(writer.state.operation) is not IdleOperation))
     if type(writer.state.operation) is not IdleOperation:
         writer.close(seal=False)
         raise Busy(f"{path.name} has an unfinished operation; finish it with `tiny-agent resume {path}`")
@@ -492,8 +503,16 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     import msgspec
 
     from tiny_agent.agent import blocked_reason
-    from tiny_agent.journal import SessionLocked, holder_pid, is_locked
-    from tiny_agent.recovery import IDLE_FINISH, Blocked, CurrentConfiguration, describe_block, explain, plan_recovery
+    from tiny_agent.journal import SessionLocked, cannot_record_responses, holder_pid, is_locked
+    from tiny_agent.recovery import (
+        IDLE_FINISH,
+        Blocked,
+        CurrentConfiguration,
+        StartStep,
+        describe_block,
+        explain,
+        plan_recovery,
+    )
     from tiny_agent.state import IdleOperation
 
     if is_locked(path):
@@ -527,6 +546,8 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     if isinstance(plan, Blocked):
         why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)
         raise BlockedError(why)
+    if isinstance(plan, StartStep) and state.version < 3:
+        raise BlockedError(cannot_record_responses(path))
 
 
 @app.command()

@@ -17,6 +17,7 @@ from tiny_agent.cli.common import (
     corrupt,
     input_name,
     print_json,
+    progress,
     progress_bar,
     read_input,
     read_journal,
@@ -55,6 +56,7 @@ def replay(
         state = read_journal(path)
     except CorruptionError as error:
         corrupt(error, path, as_json)
+    _warn_if_misnamed(path, state)
     if as_json:
         sys.stdout.buffer.write(b'{"ok":true,"state":' + state.to_json_bytes() + b"}\n")
         sys.stdout.flush()
@@ -62,6 +64,18 @@ def replay(
         print_json(state.activeContext)
     else:
         print_human(state, path, full=full)
+
+
+def _warn_if_misnamed(path: Path, state: SessionState) -> None:
+    """A file named for another session than its header's is read all the same, and said so (writers refuse it)."""
+    from tiny_agent.store import session_id_of
+
+    named = session_id_of(path)
+    if named is not None and named != state.header.id:
+        progress(
+            f"warning: {path.name} is named for session {named} but its header is session {state.header.id}; "
+            f"it is read as it is, and no writer opens it until its name ends in _{state.header.id}.jsonl"
+        )
 
 
 def print_human(state: SessionState, path: Path, *, full: bool = False) -> None:

@@ -22,6 +22,7 @@ import msgspec
 from tiny_agent import facts
 from tiny_agent.errors import ErrorCode
 from tiny_agent.json_profile import MAX_SAFE_INTEGER
+from tiny_agent.links import Origin, Parent
 from tiny_agent.state import ConfigurationSnapshot, ReplayPolicy, StepKind, ToolDigest
 from tiny_agent.transcript import (
     AssistantMessage,
@@ -46,7 +47,13 @@ def member_names(struct: type[msgspec.Struct]) -> frozenset[str]:
 
 # -- closed objects (session-v2 §4, §7-§10, §13.1; v3) ------------------------------
 
-HEADER_KEYS: Final = member_names(facts.HeaderLine)
+HEADER_LINKS: Final = frozenset(("origin", "parent"))
+"""Our v3 header's optional members saying where a session came from (:mod:`tiny_agent.links`)."""
+V3_HEADER_KEYS: Final = member_names(facts.HeaderLine)
+HEADER_KEYS: Final = V3_HEADER_KEYS - HEADER_LINKS
+"""The v2 header's members, exactly (session-v2 §4)."""
+ORIGIN_KEYS: Final = member_names(Origin)
+PARENT_KEYS: Final = member_names(Parent)
 
 ENTRY_FACT_KEYS: Final = member_names(facts.EntryFact)
 RECORD_FACT_KEYS: Final = member_names(facts.RecordFact)

@@ -36,6 +36,7 @@ from tiny_agent.fold.contract import (
     show,
     uuid_match,
 )
+from tiny_agent.fold.links import header_origin, header_parent
 from tiny_agent.fold.version import PROFILES, V2, VersionProfile
 from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation, ProvenLineDecoder
 from tiny_agent.state import IDLE, AppliedEntry, Header, SessionState, ToolCallState
@@ -217,13 +218,17 @@ class FoldCore:
 
         if type(value) is not dict:
             bad("header is not a JSON object")
-        if not value.keys() <= HEADER_KEYS:
-            unknown = next(key for key in value if key not in HEADER_KEYS)
+        version = value.get("version")
+        profile = PROFILES.get(version) if type(version) is int else None
+        # Only a supported version's header may have that version's members: a
+        # v2 header (and one of no known version) is held to the v2 list, so the
+        # contract's order of checks is unchanged for it.
+        allowed = profile.header_keys if profile is not None else HEADER_KEYS
+        if not value.keys() <= allowed:
+            unknown = next(key for key in value if key not in allowed)
             bad(f'header has unknown key "{unknown}"')
         if value.get("kind") != "header":
             bad('header kind is not "header"')
-        version = value.get("version")
-        profile = PROFILES.get(version) if type(version) is int else None
         if profile is None:
             expected = " or ".join(str(number) for number in PROFILES)
             raise Fault(
@@ -236,6 +241,8 @@ class FoldCore:
         for name in ("cwd", "provider", "model", "environmentIdentity"):
             if not is_text(value.get(name)):
                 bad(f"header {name} is not a non-empty string")
+        origin = header_origin(value["origin"]) if "origin" in value else None
+        parent = header_parent(value["parent"]) if "parent" in value else None
         self._adopt(profile)
         self.state = SessionState(
             header=Header(
@@ -252,6 +259,8 @@ class FoldCore:
             usage=Usage(),
             operation=IDLE,
             repairedLength=0,
+            origin=origin,
+            parent=parent,
         )
 
     def _adopt(self, profile: VersionProfile) -> None:

@@ -1,7 +1,9 @@
 """What a journal's header version changes in the fold, in one place.
 
 Pure.  v3 is v2 plus ``raw`` and ``seal`` facts, a seal at the end of every
-line, and transport retries beyond a step's second attempt (session-v3.md).
+line, transport retries beyond a step's second attempt (session-v3.md), and
+two optional header members linking a session to where it came from
+(``origin``, ``parent``: docs/journal.md).
 The fold picks a profile when it reads the header and asks it instead of
 testing the version number, so each difference is named once.
 """
@@ -13,10 +15,13 @@ from typing import Final
 import msgspec
 
 from tiny_agent.facts import FactKind
+from tiny_agent.fold.contract import HEADER_KEYS, V3_HEADER_KEYS
 
 
 class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     version: int
+    header_keys: frozenset[str]
+    """The members a header may have (v3 adds the optional ``origin`` and ``parent``)."""
     fact_kinds: frozenset[FactKind]
     """The kinds a fact may have; any other kind is INVALID_FACT."""
     sealed: bool
@@ -25,10 +30,13 @@ class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc
     """The highest attempt number a step may reach; a higher one is INVALID_FACT."""
 
 
-V2: Final = VersionProfile(version=2, fact_kinds=frozenset(("entry", "record", "usage")), sealed=False, max_attempt=2)
+V2: Final = VersionProfile(
+    version=2, header_keys=HEADER_KEYS, fact_kinds=frozenset(("entry", "record", "usage")), sealed=False, max_attempt=2
+)
 
 V3: Final = VersionProfile(
     version=3,
+    header_keys=V3_HEADER_KEYS,
     fact_kinds=frozenset(("entry", "record", "usage", "raw", "seal")),
     sealed=True,
     # Transport retries (429, 5xx, a cut-off stream) may take a step well past

@@ -1,0 +1,272 @@
+"""Journals made from other journals: upgrade (v2 to v3), fork, export; and checking the links they keep.
+
+The I/O around the pure copies of :mod:`tiny_agent.lineage`.  Each command
+first reduces its source in full (a journal the fold refuses is never copied)
+and then reads exactly the lines it reduced, so a writer appending meanwhile
+changes nothing.  A new session appears whole or not at all
+(:meth:`tiny_agent.store.Store.create_from`); the source is never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Final
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent import filestore
+from tiny_agent.catalog import upgrades_of
+from tiny_agent.errors import Busy, UsageError
+from tiny_agent.facts import HeaderLine
+from tiny_agent.ids import now_ms, uuid7
+from tiny_agent.journal import WRITER_VERSION, SessionLocked, committed_lines, fold_chunks, holder_pid, is_locked, lines_of
+from tiny_agent.lineage import (
+    ForkPoint,
+    Omitted,
+    V2Export,
+    attempts_by_step,
+    chain_through,
+    find_fork_point,
+    forked,
+    inside_operation,
+    lineage_words,
+    scan_prefix,
+    upgraded,
+)
+from tiny_agent.links import Origin, Parent
+from tiny_agent.reducer import Fold
+from tiny_agent.state import CompactionOperation, Header, RunOperation, SessionState
+from tiny_agent.store import FileStore, Session, list_journals, session_id_of
+
+Durability = filestore.Durability
+
+PARENT_MISMATCH: Final = "PARENT_MISMATCH"
+ORIGIN_MISMATCH: Final = "ORIGIN_MISMATCH"
+
+
+class Made(msgspec.Struct):
+    """A session ``upgrade`` or ``fork`` made (or, for an upgrade, found made already)."""
+
+    session: Session
+    origin: Origin | None = None
+    parent: Parent | None = None
+    point: ForkPoint | None = None
+    """For a fork: where in the parent it branched."""
+    already: bool = False
+    """An earlier upgrade copied these very bytes: that session is the answer, and nothing new was made."""
+
+
+class Source:
+    """A journal as its fold accepted it: its state, and its committed lines exactly as many as were folded."""
+
+    def __init__(self, chunks: Callable[[], Iterable[bytes]]) -> None:
+        self._chunks = chunks
+        self.fold: Fold = fold_chunks(chunks())
+        self._count = self.fold.lines
+
+    @property
+    def state(self) -> SessionState:
+        return self.fold.state
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """The committed lines the fold accepted (not those a live writer appended since)."""
+        return itertools.islice(lines_of(self._chunks()), self._count)
+
+
+# -- upgrade ----------------------------------------------------------------------------
+
+
+def upgrade(store: FileStore, path: Path, durability: Durability = "fsync") -> Made:
+    """Copy a v2 journal into a new v3 session whose header names it (``origin``); the v2 file is only read.
+
+    Refused while a writer holds the v2 journal (its run would go on in two
+    places).  Upgrading the same bytes again finds the session made before.
+    """
+    filestore.check_journal_file(path)
+    if is_locked(path):
+        raise SessionLocked(path, holder_pid(path))
+    source = Source(lambda: filestore.file_chunks(path))
+    if source.fold.profile.sealed:
+        raise UsageError(f"{path.name} is already a v{source.fold.version} journal: nothing to upgrade (resume it as it is)")
+    length = source.fold.committed_length
+    origin = Origin(path=os.path.realpath(path), length=length, sha256=prefix_digest(path, length))
+    earlier = upgrades_of(store.directory, origin)
+    if earlier:
+        return Made(session=store.resolve(earlier[0].path), origin=origin, already=True)
+    created = now_ms()
+    header = _header_like(source.state.header, created, origin=origin)
+    session = store.create_from(header.id, created, upgraded(source.lines(), header, created), durability, "upgrade")
+    return Made(session=session, origin=origin)
+
+
+def prefix_digest(path: Path, length: int) -> str:
+    """``sha256:<hex>`` of a file's first ``length`` bytes (fewer if it is shorter)."""
+    digest = hashlib.sha256()
+    left = length
+    for chunk in filestore.file_chunks(path):
+        piece = chunk[:left]
+        digest.update(piece)
+        left -= len(piece)
+        if left <= 0:
+            break
+    return "sha256:" + digest.hexdigest()
+
+
+def _header_like(
+    source: Header, created: int, *, origin: Origin | None = None, parent: Parent | None = None, version: int = WRITER_VERSION
+) -> HeaderLine:
+    """A header for a journal made from ``source``: its place, provider, model and environment; a new id unless v2."""
+    return HeaderLine(
+        version=version,
+        id=source.id if version == 2 else uuid7(created),
+        createdAt=source.createdAt if version == 2 else created,
+        cwd=source.cwd,
+        provider=source.provider,
+        model=source.model,
+        environmentIdentity=source.environmentIdentity,
+        origin=UNSET if origin is None else origin,
+        parent=UNSET if parent is None else parent,
+    )
+
+
+# -- fork -----------------------------------------------------------------------------------
+
+
+def fork(store: FileStore, parent: Session, at: str, durability: Durability = "fsync") -> Made:
+    """A new v3 session starting with the parent's facts through the line ``at`` names; its header names the parent.
+
+    A point inside an open operation is refused (:func:`tiny_agent.lineage.inside_operation` says why and what would do).
+    """
+    source = Source(lambda: store.chunks(parent))
+    point = find_fork_point(source.lines(), at)
+    scan = scan_prefix(source.lines(), point.line)
+    if scan.open_operation is not None:
+        raise UsageError(inside_operation(point, scan))
+    created = now_ms()
+    link = Parent(session=source.state.header.id, line=point.line, chain=scan.chain)
+    header = _header_like(source.state.header, created, parent=link)
+    session = store.create_from(header.id, created, forked(source.lines(), header, point.line, created), durability, "fork")
+    return Made(session=session, parent=link, point=point)
+
+
+# -- export -----------------------------------------------------------------------------------
+
+
+class Exported(msgspec.Struct):
+    omitted: Omitted
+    lineage: str | None
+    """The header link a v2 header cannot carry (``fork of …``), if the session has one."""
+
+
+def export_v2(chunks: Callable[[], Iterable[bytes]], name: str, write: Callable[[Iterable[bytes]], None]) -> Exported:
+    """Hand ``write`` the bytes of the session as a v2 journal (same id; no raw or seal facts; retries folded)."""
+    source = Source(chunks)
+    state = source.state
+    refuse_unexportable(state, name)
+    header = _header_like(state.header, state.header.createdAt, version=2)
+    export = V2Export(header, attempts_by_step(source.lines()))
+    write(with_newlines(export.lines(source.lines())))
+    return Exported(omitted=export.omitted, lineage=lineage_words(state.origin, state.parent))
+
+
+def refuse_unexportable(state: SessionState, name: str) -> None:
+    """An open operation whose v2 copy would differ (a response on record, or past attempt 2) is not exported.
+
+    The other ports would ask the model again for a response this journal
+    holds raw; finishing the run first keeps it.
+    """
+    operation = state.operation
+    if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
+        return
+    step = operation.step
+    if step is UNSET:
+        return
+    if step.rawId is not UNSET:
+        why = "has a response on record (a raw fact, which v2 cannot hold)"
+    elif step.attempt > 2:
+        why = f"is attempt {step.attempt} (v2 stops at attempt 2)"
+    else:
+        return
+    raise Busy(
+        f"{name} has an open {operation.__class__.__name__.removesuffix('Operation').lower()} whose latest attempt {why}: "
+        f"in v2 another port would ask the model again; finish it first (`tiny-agent resume`, or `--abort`), then export"
+    )
+
+
+def write_file(path: Path, chunks: Iterable[bytes]) -> None:
+    """A new file holding ``chunks``, whole or not at all; an existing file is never overwritten."""
+    try:
+        filestore.publish_file(path, chunks, "fsync", "export")
+    except FileExistsError:
+        raise UsageError(f"{path} already exists; export never overwrites a file (remove it, or name another)") from None
+
+
+def with_newlines(lines: Iterable[bytes]) -> Iterator[bytes]:
+    return (line + b"\n" for line in lines)
+
+
+def write_stream(out: IO[bytes], chunks: Iterable[bytes]) -> None:
+    """``chunks`` to ``out`` once all of them are made (a copy that fails half way writes nothing)."""
+    with tempfile.TemporaryFile() as staging:
+        for chunk in chunks:
+            staging.write(chunk)
+        staging.seek(0)
+        while piece := staging.read(filestore.CHUNK_SIZE):
+            out.write(piece)
+    out.flush()
+
+
+# -- checking links (verify) -------------------------------------------------------------------
+
+
+class LinkCheck(msgspec.Struct):
+    note: str
+    """One line for people."""
+    mismatch: str | None = None
+    """``PARENT_MISMATCH`` or ``ORIGIN_MISMATCH`` when the other journal is there and differs."""
+
+
+def check_links(path: Path, state: SessionState) -> list[LinkCheck]:
+    """Does the parent (fork) or the v2 file (upgrade) still hold what the header says?  Absent ones are only noted."""
+    checks = []
+    if state.parent is not None:
+        checks.append(_check_parent(path.parent, state.parent))
+    if state.origin is not None:
+        checks.append(_check_origin(state.origin))
+    return checks
+
+
+def _check_parent(directory: Path, parent: Parent) -> LinkCheck:
+    found = next((journal for journal in list_journals(directory) if session_id_of(journal) == parent.session), None)
+    if found is None:
+        note = f"fork of session {parent.session} at line {parent.line}; the parent is not here, so the link is not checked"
+        return LinkCheck(note=note)
+    try:
+        chain, lines = chain_through(committed_lines(found), parent.line)
+    except (OSError, msgspec.DecodeError) as error:
+        return LinkCheck(note=f"fork of {found.name} at line {parent.line}; the parent cannot be read ({error})")
+    if chain is None:
+        why = f"the parent {found.name} has only {lines} line(s), and the fork was made after its line {parent.line}"
+        return LinkCheck(note=why, mismatch=PARENT_MISMATCH)
+    if chain != parent.chain:
+        why = f"the parent {found.name} no longer matches the fork at line {parent.line}: its lines 1-{parent.line} changed since"
+        return LinkCheck(note=why, mismatch=PARENT_MISMATCH)
+    return LinkCheck(note=f"fork of {found.name} at line {parent.line}: the parent still matches there")
+
+
+def _check_origin(origin: Origin) -> LinkCheck:
+    path = Path(origin.path)
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return LinkCheck(note=f"upgrade of {origin.path}, which is not there, so the link is not checked")
+    if size < origin.length or prefix_digest(path, origin.length) != origin.sha256:
+        why = f"the v2 journal {origin.path} no longer matches its first {origin.length} bytes as copied"
+        return LinkCheck(note=why, mismatch=ORIGIN_MISMATCH)
+    return LinkCheck(note=f"upgrade of {origin.path}: its first {origin.length} bytes are as copied")

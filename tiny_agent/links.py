@@ -1,0 +1,36 @@
+"""Where a session came from: the optional members of a v3 header that link it to another journal.
+
+- ``origin``: the session continues a v2 journal (``tiny-agent upgrade``): that file's
+  path, and the length and SHA-256 of the committed bytes that were copied;
+- ``parent``: the session is a fork (``tiny-agent fork``): the parent's session id, the
+  line it was forked after, and the parent's chain value through that line (its seal
+  chain for a v3 parent; the SHA-256 of its first ``line`` lines for a v2 one).
+
+A v2 header never has them (the v2 contract's header is closed).  Pure.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Origin(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The v2 journal an upgraded session continues."""
+
+    path: str
+    """The v2 file's absolute path when it was copied."""
+    length: int
+    """How many of its bytes were copied: its committed part (a torn tail is not copied)."""
+    sha256: str
+    """``sha256:<hex>`` of those bytes."""
+
+
+class Parent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The session a fork branched from, and where."""
+
+    session: str
+    """The parent's session id."""
+    line: int
+    """The fork holds the parent's facts of lines 2..``line``."""
+    chain: str
+    """The parent's chain through ``line``: the seal chain value (v3), or ``sha256:<hex>`` of its first ``line`` lines (v2)."""

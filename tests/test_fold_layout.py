@@ -56,6 +56,7 @@ ALLOWED_IMPORTS = (
     "binascii",
     "codecs",
     "collections",
+    "functools",
     "hashlib",
     "re",
     "typing",

@@ -67,10 +67,12 @@ __all__ = [
     "SessionLocked",
     "SessionMisnamed",
     "WriterPoisoned",
+    "collector_paused",
     "committed_lines",
     "facts",
     "find_raw",
     "fold_chunks",
+    "fold_file",
     "holder_pid",
     "is_locked",
     "lock_path",
@@ -143,20 +145,25 @@ class Appender(Protocol):
 
 def reduce_source(chunks: Iterable[bytes]) -> SessionState:
     """Reduce a journal given as consecutive byte chunks, from any store."""
-    with _collector_paused():
+    with collector_paused():
         return reduce_chunks(chunks)
 
 
 def fold_chunks(chunks: Iterable[bytes]) -> Fold:
     """A live fold of a journal's committed lines, for a writer to continue."""
-    with _collector_paused():
+    with collector_paused():
         fold = Fold()
         reduce_chunks(chunks, fold=fold)
     return fold
 
 
+def fold_file(path: Path) -> Fold:
+    """A live fold of every committed line of the journal file at ``path``."""
+    return fold_chunks(filestore.file_chunks(path))
+
+
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a fold builds state.
 
     The reduced state holds no reference cycles, but it does hold a growing
@@ -320,9 +327,14 @@ class JournalWriter:
         *,
         durability: Durability = "fsync",
         clock: Callable[[], int] = now_ms,
+        folder: Callable[[Path], Fold] | None = None,
         session_id: str | None = None,
     ) -> JournalWriter:
         """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar.
+
+        ``folder`` folds the journal (once the lock is held); by default every
+        line is read, a checkpointed folder (:mod:`tiny_agent.checkpoints`)
+        reads only what its checkpoint does not cover.
 
         ``session_id`` is the session the caller asked for (the file store
         names a journal after its session): a header naming another one is
@@ -336,15 +348,16 @@ class JournalWriter:
         filestore.check_journal_file(path)
         fd, lock = filestore.open_for_append(path)
         appender = filestore.FileAppender(path, fd, lock, durability)
+        fold_journal = folder or fold_file
         try:
-            fold = fold_chunks(filestore.file_chunks(path))
+            fold = fold_journal(path)
             header_id = fold.state.header.id
             if session_id is not None and header_id != session_id:
                 raise SessionMisnamed(path, header_id, session_id)
             writer = cls(appender, fold, clock, path)
             if "raw" not in fold.profile.fact_kinds:
                 writer._attempts_refused = cannot_record_responses(path)
-            writer._refold = lambda: fold_chunks(filestore.file_chunks(path))
+            writer._refold = lambda: fold_journal(path)
             writer.repaired_tail = filestore.cut_torn_tail(path, fd, fold.committed_length, now_ms())
             writer.tightened_mode = filestore.make_private(fd)
         except BaseException:

@@ -28,7 +28,9 @@ def reduce_bytes(data: bytes) -> SessionState:
 def reduce_chunks(chunks: Iterable[bytes], fold: Fold | None = None) -> SessionState:
     """Reduce a journal given as consecutive byte chunks (a file read in pieces).
 
-    Pass ``fold`` to keep folding after the last line (a writer does).
+    Pass ``fold`` to keep folding after the last line (a writer does).  A
+    fold that already holds lines (one restored from a checkpoint) takes the
+    chunks as the journal's bytes after its last line.
     """
     splitter = LineSplitter(Fold() if fold is None else fold)
     for chunk in chunks:
@@ -42,7 +44,8 @@ class LineSplitter:
     def __init__(self, fold: Fold) -> None:
         self._fold = fold
         self._parts: list[bytes] = []
-        self._lines = 0
+        self._lines = fold.lines
+        """Lines folded so far, the fold's own included: line numbers in errors count from the journal's start."""
         self._failure: CorruptionError | None = None
         self._audit: WholeFileAudit | None = None
 

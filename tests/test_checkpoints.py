@@ -1,0 +1,395 @@
+"""Checkpoints: a snapshot of the fold plus the journal's tail is the full fold, byte for byte, or is not used.
+
+The differential tests cut every valid journal we have (the conformance
+fixtures, the example sessions, the spec's example, sealed sessions made by
+the real writer) at every line, store the fold there, restore it, fold the
+rest, and compare with folding the whole file: the ``--json`` bytes, the
+error (code, line, seq, reason) when the rest is broken, and the restored
+fold's own bookkeeping.  The file tests check what keys a checkpoint and
+that every mismatch falls back to a full fold, with one note, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import msgspec
+import pytest
+from builders import RunWriter, new_writer, write_tool_session
+from conftest import PROJECT_ROOT, conformance_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spec_example import example_bytes
+from test_fuzz import mutate
+
+from tiny_agent import checkpoints
+from tiny_agent.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
+from tiny_agent.errors import CorruptionError, UsageError
+from tiny_agent.fold import Fold, reduce_chunks
+from tiny_agent.fold import snapshot as snapshots
+from tiny_agent.fold.snapshot import SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
+from tiny_agent.journal import read_journal
+from tiny_agent.state import ToolCallState
+
+
+def _sealed(runs: int, version: int = 3) -> bytes:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "s.jsonl"
+        write_tool_session(path, runs=runs, version=version)
+        return path.read_bytes()
+
+
+def _journals() -> dict[str, bytes]:
+    journals = {"spec-example": example_bytes(9), "sealed-v3": _sealed(3), "writer-v2": _sealed(2, version=2)}
+    manifest = conformance_dir() / "fixtures" / "manifest.json"
+    for case in json.loads(manifest.read_text())["fixtures"]:
+        journals[case["name"]] = (manifest.parent / case["file"]).read_bytes()
+    for path in sorted((PROJECT_ROOT / "sessions" / "examples").glob("*.jsonl")):
+        journals[path.name] = path.read_bytes()
+    return journals
+
+
+JOURNALS = _journals()
+
+
+def outcome(fold: Fold, data: bytes) -> bytes | tuple[object, ...]:
+    """What folding ``data`` into ``fold`` gives: the conformance JSON, or the error."""
+    try:
+        return reduce_chunks((data,), fold).to_json_bytes()
+    except CorruptionError as error:
+        return (error.code, error.line, error.seq, error.reason)
+
+
+def valid_prefixes(data: bytes) -> list[int]:
+    """The byte lengths of the prefixes of whole lines (header included) that fold cleanly."""
+    ends: list[int] = []
+    position = data.find(b"\n")
+    while position != -1:
+        try:
+            reduce_chunks((data[: position + 1],))
+        except CorruptionError:
+            break
+        ends.append(position + 1)
+        position = data.find(b"\n", position + 1)
+    return ends
+
+
+PREFIXES = {name: valid_prefixes(data) for name, data in JOURNALS.items()}
+
+
+def checkpointed(data: bytes, cut: int) -> Fold:
+    """The fold of ``data[:cut]`` after a trip through a snapshot's bytes."""
+    fold = Fold()
+    reduce_chunks((data[:cut],), fold)
+    return restore(decode_snapshot(encode_snapshot(capture(fold))))
+
+
+def bookkeeping(fold: Fold) -> bytes:
+    snapshot = capture(fold)
+    snapshot.fact_ids.sort()  # a set's order is no part of the fold
+    return encode_snapshot(snapshot)
+
+
+# -- the differential ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(JOURNALS))
+def test_a_checkpoint_at_any_line_plus_the_rest_is_the_full_fold(name):
+    data = JOURNALS[name]
+    full = Fold()
+    expected = outcome(full, data)
+    for cut in PREFIXES[name]:
+        resumed = checkpointed(data, cut)
+        assert outcome(resumed, data[cut:]) == expected, f"cut at byte {cut}"
+        if isinstance(expected, bytes):
+            assert bookkeeping(resumed) == bookkeeping(full), f"cut at byte {cut}"
+
+
+TAILS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@TAILS
+@given(name=st.sampled_from(sorted(name for name, cuts in PREFIXES.items() if cuts)), seed=st.integers(0, 2**32), rounds=st.integers(0, 3))
+def test_a_checkpoint_plus_any_appended_tail_is_the_full_fold(name, seed, rounds):
+    """Random cut points, random tails (the journal's own rest, mutated: flipped bytes, lost, doubled or torn lines)."""
+    data = JOURNALS[name]
+    cut = random.Random(seed).choice(PREFIXES[name])
+    tail = mutate(data[cut:], seed, rounds) if len(data) > cut else b""
+    assert outcome(checkpointed(data, cut), tail) == outcome(Fold(), data[:cut] + tail)
+
+
+def test_a_restored_state_shares_each_message_like_a_folded_one():
+    data = JOURNALS["sealed-v3"]
+    fold = checkpointed(data, len(data))
+    assert fold.state.transcript
+    for position, message in enumerate(fold.state.transcript):
+        assert fold.state.entries[fold.message_ids[position]].message is message
+        assert fold.state.activeContext[position] is message
+
+
+# -- what a snapshot refuses ------------------------------------------------------------------
+
+
+def test_a_fold_with_a_member_the_snapshot_does_not_know_is_not_captured():
+    fold = Fold()
+    reduce_chunks((JOURNALS["sealed-v3"],), fold)
+    fold.new_member = 1  # type: ignore[attr-defined]
+    with pytest.raises(SnapshotRefused, match="new_member"):
+        capture(fold)
+
+
+def test_a_fresh_folds_members_are_exactly_those_a_snapshot_accounts_for():
+    """Adding a member to the fold? Teach tiny_agent/fold/snapshot.py to store it (or say why it need not)."""
+    fold = Fold()
+    reduce_chunks((JOURNALS["sealed-v3"],), fold)
+    assert set(vars(fold)) == snapshots.KNOWN_MEMBERS
+
+
+@pytest.mark.parametrize("value", [msgspec.Raw(b"1" * 5000), 10**30], ids=["a huge integer's text", "past 64 bits"])
+def test_tool_arguments_that_would_not_come_back_equal_are_refused(value):
+    fold = Fold()
+    reduce_chunks((JOURNALS["sealed-v3"],), fold)
+    call = next(iter(fold._tool_started.values()))
+    call.arguments["odd"] = value
+    with pytest.raises(SnapshotRefused, match="tool arguments"):
+        capture(fold)
+
+
+def test_an_infinity_in_tool_arguments_comes_back_as_it_was():
+    """A JSON number beyond a double's range (``1e400``) folds to an infinity; MessagePack keeps it exactly."""
+    fold = Fold()
+    reduce_chunks((JOURNALS["sealed-v3"],), fold)
+    next(iter(fold._tool_started.values())).arguments["far"] = float("inf")
+    restored = restore(decode_snapshot(encode_snapshot(capture(fold))))
+    assert next(iter(restored._tool_started.values())).arguments["far"] == float("inf")
+
+
+def test_bytes_that_are_no_snapshot_are_refused():
+    with pytest.raises(SnapshotInvalid):
+        decode_snapshot(b"\x93not a snapshot")
+    snapshot = capture(checkpointed(JOURNALS["sealed-v3"], len(JOURNALS["sealed-v3"])))
+    snapshot.current = "0190f5e2-7c00-7a00-8a00-00000000dead"
+    with pytest.raises(SnapshotInvalid):
+        restore(decode_snapshot(encode_snapshot(snapshot)))
+
+
+# -- checkpoint files -------------------------------------------------------------------------
+
+
+class Notes(list[str]):
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+
+class Restores:
+    """Counts the snapshots restored (a checkpoint that was used)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = checkpoints.restore
+
+        def counting(snapshot: snapshots.FoldSnapshot) -> Fold:
+            self.count += 1
+            return real(snapshot)
+
+        monkeypatch.setattr(checkpoints, "restore", counting)
+
+
+JOURNAL_NAME = "20260101T000000Z_0190f5e2-7c00-7a00-8a00-000000000001.jsonl"
+
+
+def grown_session(tmp_path: Path, version: int = 3, runs: int = 3) -> tuple[Path, RunWriter]:
+    """A session in a sessions directory, its writer still open for more runs."""
+    path = tmp_path / JOURNAL_NAME
+    writer = new_writer(path, version)
+    run = RunWriter(writer)
+    add_runs(run, runs)
+    return path, run
+
+
+def add_runs(run: RunWriter, runs: int) -> None:
+    for number in range(runs):
+        run.start(f"question {number} ✓")
+        run.attempt()
+        asked = run.call_tools([("read", '{"path":"README.md"}')])
+        run.run_tool(asked, 0, f"file {number}\n")
+        run.attempt()
+        run.finish(run.answer(f"answer {number}"))
+
+
+def stored(tmp_path: Path) -> Path:
+    return tmp_path / CHECKPOINTS_DIR / (Path(JOURNAL_NAME).stem + ".checkpoint")
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_big_fold_leaves_a_private_checkpoint_and_the_next_read_folds_only_the_tail(tmp_path, monkeypatch, version):
+    path, run = grown_session(tmp_path, version)
+    notes = Notes()
+    store = Checkpoints(tmp_path, threshold=0, note=notes)
+    assert store.read(path).to_json_bytes() == read_journal(path).to_json_bytes()
+    checkpoint = stored(tmp_path)
+    assert checkpoint.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / CHECKPOINTS_DIR).stat().st_mode & 0o777 == 0o700
+    add_runs(run, 2)
+    restores = Restores(monkeypatch)
+    assert store.read(path).to_json_bytes() == read_journal(path).to_json_bytes()
+    assert restores.count == 1
+    assert notes == []
+
+
+def test_a_small_fold_leaves_no_checkpoint(tmp_path):
+    path, _ = grown_session(tmp_path)
+    Checkpoints(tmp_path, threshold=path.stat().st_size + 1).read(path)
+    assert not stored(tmp_path).exists()
+
+
+def test_a_tail_shorter_than_the_threshold_keeps_the_checkpoint_it_came_from(tmp_path):
+    path, run = grown_session(tmp_path)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    before = stored(tmp_path).read_bytes()
+    add_runs(run, 1)
+    Checkpoints(tmp_path, threshold=path.stat().st_size).read(path)
+    assert stored(tmp_path).read_bytes() == before
+    Checkpoints(tmp_path, threshold=0).read(path)
+    assert stored(tmp_path).read_bytes() != before
+
+
+def test_journals_outside_the_sessions_directory_have_no_checkpoint(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path, _ = grown_session(elsewhere)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    assert not (tmp_path / CHECKPOINTS_DIR).exists()
+    assert not (elsewhere / CHECKPOINTS_DIR).exists()
+
+
+def _first_content_byte(data: bytes) -> int:
+    """The offset of a letter inside the first answer's text: changing it keeps every line well-formed."""
+    return data.index(b"answer 0") + len(b"answer ")
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_changed_prefix_byte_is_noticed_and_the_journal_folded_in_full(tmp_path, version):
+    path, run = grown_session(tmp_path, version)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    add_runs(run, 1)
+    data = bytearray(path.read_bytes())
+    data[_first_content_byte(bytes(data))] = ord("1")
+    path.write_bytes(bytes(data))
+    notes = Notes()
+    expected = outcome(Fold(), bytes(data))
+    try:
+        got: bytes | tuple[object, ...] = Checkpoints(tmp_path, threshold=0, note=notes).read(path).to_json_bytes()
+    except CorruptionError as error:
+        got = (error.code, error.line, error.seq, error.reason)
+    assert got == expected
+    if version == 3:
+        assert expected[0] == "SEAL_MISMATCH"
+    assert len(notes) == 1 and "changed" in notes[0]
+
+
+def test_a_truncated_journal_is_folded_in_full(tmp_path, monkeypatch):
+    path, _ = grown_session(tmp_path)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    data = path.read_bytes()
+    shorter = data[: data.rindex(b"\n", 0, len(data) - 1) + 1]
+    path.write_bytes(shorter)
+    notes = Notes()
+    restores = Restores(monkeypatch)
+    state = Checkpoints(tmp_path, threshold=len(data), note=notes).read(path)
+    assert state.to_json_bytes() == read_journal(path).to_json_bytes()
+    assert restores.count == 0
+    assert len(notes) == 1 and "truncated or replaced" in notes[0]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_checkpoint_of_another_journal_is_not_used(tmp_path, monkeypatch, version):
+    """Swapped: the checkpoint of a longer session in the place of this one's."""
+    other = tmp_path / "other"
+    other.mkdir()
+    other_path, _ = grown_session(other, version, runs=5)
+    Checkpoints(other, threshold=0).read(other_path)
+    path, run = grown_session(tmp_path, version, runs=2)
+    add_runs(run, 4)
+    stored(tmp_path).parent.mkdir(mode=0o700)
+    stored(tmp_path).write_bytes(stored(other).read_bytes())
+    notes = Notes()
+    restores = Restores(monkeypatch)
+    state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path)
+    assert state.to_json_bytes() == read_journal(path).to_json_bytes()
+    assert len(notes) == 1 and "does not match" in notes[0]
+    assert restores.count <= 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],
+        lambda data: data[:-1] + bytes([data[-1] ^ 1]),
+        lambda data: b"{not a key}\n" + data,
+        lambda data: b"",
+        lambda data: data.replace(b'"format":1', b'"format":0', 1),
+    ],
+    ids=["cut short", "flipped byte", "bad key", "empty", "other format"],
+)
+def test_a_corrupt_checkpoint_is_ignored_with_a_note(tmp_path, damage):
+    path, _ = grown_session(tmp_path)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    checkpoint = stored(tmp_path)
+    checkpoint.write_bytes(damage(checkpoint.read_bytes()))
+    notes = Notes()
+    state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path)
+    assert state.to_json_bytes() == read_journal(path).to_json_bytes()
+    assert len(notes) == 1 and notes[0].startswith(f"checkpoint of {path.name} ")
+
+
+def test_a_checkpoint_that_is_not_a_regular_file_is_ignored_with_a_note(tmp_path):
+    path, _ = grown_session(tmp_path)
+    stored(tmp_path).mkdir(parents=True)
+    notes = Notes()
+    assert Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path).to_json_bytes() == read_journal(path).to_json_bytes()
+    assert len(notes) == 1
+
+
+def test_a_checkpoint_made_by_other_code_is_not_used(tmp_path, monkeypatch):
+    path, _ = grown_session(tmp_path)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    monkeypatch.setattr(checkpoints, "fold_identity", lambda: "another fold")
+    notes = Notes()
+    Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path)
+    assert notes == [f"checkpoint of {path.name} was made by another version of tiny-agent; folding the whole journal"]
+
+
+def test_a_writer_opens_a_session_from_its_checkpoint(tmp_path, monkeypatch):
+    from tiny_agent.journal import JournalWriter
+
+    path, run = grown_session(tmp_path)
+    run.writer.close()
+    store = Checkpoints(tmp_path, threshold=0)
+    store.read(path)
+    restores = Restores(monkeypatch)
+    with JournalWriter.open(path, durability="process", folder=store.fold) as writer:
+        assert writer.state.to_json_bytes() == read_journal(path).to_json_bytes()
+        add_runs(RunWriter(writer), 1)
+    assert restores.count == 1
+    assert read_journal(path).runCount == 4
+
+
+def test_the_threshold_comes_from_the_environment():
+    assert threshold_from({}) == 8 << 20
+    assert threshold_from({"TINY_AGENT_CHECKPOINT_BYTES": "0"}) == 0
+    for bad in ("-1", "8MB", "1.5"):
+        with pytest.raises(UsageError, match="TINY_AGENT_CHECKPOINT_BYTES"):
+            threshold_from({"TINY_AGENT_CHECKPOINT_BYTES": bad})
+
+
+def test_the_fold_identity_names_the_fold_code():
+    identity = checkpoints.fold_identity()
+    assert identity is not None and len(identity) == 32
+    assert ToolCallState  # the state's types are part of it (tiny_agent/state.py is hashed)
+    assert os.path.basename(snapshots.__file__) in {path.name for path in (Path(checkpoints.__file__).parent / "fold").glob("*.py")}

@@ -311,3 +311,59 @@ def test_handles_are_short_unique_and_accepted_everywhere(capsys, tmp_path):
     assert "a2b" in err and "a2c" in err
     code, _, err = call(capsys, "replay", "019ae2a1", "--sessions-dir", str(store))
     assert code == 2
+
+
+# -- audit reads the journal once, and refuses exactly what the reducer refuses ---------------------
+
+
+def test_audit_refuses_exactly_what_the_reducer_refuses(capsys, demo_session) -> None:
+    """Over many single-byte flips and cuts of a sealed journal, audit and replay agree on the verdict."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tiny_agent.audit import audit
+    from tiny_agent.errors import CorruptionError
+    from tiny_agent.journal import read_journal
+
+    original = demo_session.read_bytes()
+    copy = demo_session.with_name("mutated.jsonl")
+
+    def verdict(action) -> str:
+        try:
+            action(copy)
+        except CorruptionError as error:
+            return str(error)
+        return "ok"
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.integers(0, len(original) - 1), st.integers(1, 255), st.booleans())
+    def check(offset: int, flip: int, cut: bool) -> None:
+        data = original[:offset] if cut else original[:offset] + bytes([original[offset] ^ flip]) + original[offset + 1 :]
+        copy.write_bytes(data)
+        assert verdict(audit) == verdict(read_journal)
+
+    check()
+
+
+def test_a_huge_raw_line_is_audited_in_one_read(tmp_path, monkeypatch) -> None:
+    """The audit folds each chunk before it walks its facts, so a many-MB raw line is read from disk once."""
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT / "bench"))
+    from line_bench import write_session
+
+    from tiny_agent import filestore
+    from tiny_agent.audit import audit
+
+    path = write_session(tmp_path, 3)
+    reads = []
+    original = filestore.file_chunks
+
+    def counted(where: Path):
+        reads.append(where)
+        return original(where)
+
+    monkeypatch.setattr(filestore, "file_chunks", counted)
+    report = audit(path)
+    assert reads == [path]
+    assert not report.drift
+    (attempt,) = report.attempts
+    assert attempt.response is not None and attempt.response.bytes > 3_000_000

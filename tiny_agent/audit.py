@@ -21,6 +21,7 @@ from typing import Literal
 import msgspec
 from msgspec import UNSET
 
+from tiny_agent import filestore
 from tiny_agent.canonical import canonical_json
 from tiny_agent.compaction import estimate_tokens
 from tiny_agent.facts import (
@@ -40,7 +41,7 @@ from tiny_agent.facts import (
     UsageFact,
     UserEntry,
 )
-from tiny_agent.journal import facts, read_journal
+from tiny_agent.journal import CheckedFacts, collector_paused
 from tiny_agent.normalize import Accepted
 from tiny_agent.recovery import RETRYABLE_STATUSES
 from tiny_agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived, summary_settlement
@@ -178,11 +179,13 @@ class _Context:
 
 def audit(path: Path) -> AuditReport:
     """Audit the journal at ``path`` (raises CorruptionError if the reducer refuses it)."""
-    state = read_journal(path)
     walk = _Walk()
-    for line, transaction in facts(path):
-        for fact in transaction:
-            walk.fact(fact, line)
+    checked = CheckedFacts(filestore.file_chunks(path))
+    with collector_paused():
+        for line, transaction in checked:
+            for fact in transaction:
+                walk.fact(fact, line)
+    state = checked.finish()
     attempts = list(walk.attempts.values())
     for attempt in attempts:
         attempt_id = attempt.attemptId
@@ -349,7 +352,7 @@ def _response(fact: RawFact, line: int, derivation: Derivation) -> ResponseAudit
     raw = fact.raw
     text = raw.body if raw.body is not UNSET else None
     if text is not None:
-        size = len(text.encode("utf-8"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     else:
         encoded = "" if raw.bodyBase64 is UNSET else raw.bodyBase64
         size = (len(encoded) * 3) // 4

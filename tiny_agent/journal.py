@@ -50,7 +50,7 @@ from tiny_agent.filestore import (
     torn_tail_path,
 )
 from tiny_agent.ids import now_ms, uuid7
-from tiny_agent.reducer import Fold, reduce_chunks
+from tiny_agent.reducer import Fold, LineSplitter, reduce_chunks
 from tiny_agent.state import SessionState
 
 WRITER_VERSION = 3
@@ -212,6 +212,38 @@ def facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, list[Fact]]]:
             continue
         value = msgspec.json.decode(line)
         yield number, [decode_fact(fact) for fact in (value if isinstance(value, list) else [value])]
+
+
+class CheckedFacts:
+    """One read of a journal for the reducer and a reader of its facts: each chunk is folded first.
+
+    Iterating gives ``(line number, typed facts)`` of every transaction, each
+    handed out only once the fold has accepted its line; a refused journal
+    raises the reducer's CorruptionError instead, before any fact of the
+    refused line.  After the iteration, :meth:`finish` gives the reduced state.
+    """
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = chunks
+        self._splitter = LineSplitter(Fold())
+
+    def __iter__(self) -> Iterator[tuple[int, list[Fact]]]:
+        return facts_of(self._folded_first())
+
+    def finish(self) -> SessionState:
+        """The reduced state once every chunk was read (raises CorruptionError as the reducer does)."""
+        return self._splitter.finish()
+
+    def _folded_first(self) -> Iterator[bytes]:
+        chunks = iter(self._chunks)
+        splitter = self._splitter
+        for chunk in chunks:
+            splitter.feed(chunk)
+            if splitter.failed:
+                for rest in chunks:
+                    splitter.feed(rest)
+                splitter.finish()
+            yield chunk
 
 
 def raw_facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, RawFact]]:

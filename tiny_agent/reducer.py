@@ -46,7 +46,7 @@ from tiny_agent.fold.contract import (
     is_blank,
 )
 from tiny_agent.fold.fold import Fold
-from tiny_agent.fold.lines import reduce_bytes, reduce_chunks
+from tiny_agent.fold.lines import LineSplitter, reduce_bytes, reduce_chunks
 from tiny_agent.fold.transcript_rules import parse_message, transcript_violation
 from tiny_agent.fold.version import SUPPORTED_VERSIONS
 from tiny_agent.json_profile import MAX_SAFE_INTEGER
@@ -61,6 +61,7 @@ __all__ = [
     "ERROR_KEYS",
     "FUNCTION_KEYS",
     "HEADER_KEYS",
+    "LineSplitter",
     "MAX_SAFE_INTEGER",
     "OPERATION_FINISHED_KEYS",
     "ORIGIN_KEYS",

@@ -96,6 +96,11 @@ class LineSplitter:
             end = find(b"\n", start)
         return None
 
+    @property
+    def failed(self) -> bool:
+        """A line was refused: later bytes only go to the whole-file checks, and :meth:`finish` raises."""
+        return self._failure is not None
+
     def finish(self) -> SessionState:
         if self._failure is not None:
             verdict = self._audit.verdict() if self._audit is not None else None
@@ -114,19 +119,20 @@ class WholeFileAudit:
 
     def __init__(self, first_line: int) -> None:
         self._line = first_line
-        self._carry = b""
+        self._pieces: list[bytes] = []
+        """The bytes after the last LF so far (a long line's pieces, joined once its LF arrives)."""
         self._surrogate_line: int | None = None
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self._utf8_ok = True
 
     def feed(self, chunk: bytes) -> None:
-        data = self._carry + chunk if self._carry else chunk
-        last_lf = data.rfind(b"\n")
+        last_lf = chunk.rfind(b"\n")
         if last_lf == -1:
-            self._carry = data
+            self._pieces.append(chunk)
             return
-        committed = data[: last_lf + 1]
-        self._carry = data[last_lf + 1 :]
+        committed = b"".join([*self._pieces, chunk[: last_lf + 1]]) if self._pieces else chunk[: last_lf + 1]
+        tail = chunk[last_lf + 1 :]
+        self._pieces = [tail] if tail else []
         if self._surrogate_line is None:
             offset = find_encoded_surrogate(committed, 0, len(committed))
             if offset != -1:

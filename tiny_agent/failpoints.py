@@ -8,6 +8,9 @@ Labels name what a transaction does (``run-started``, ``step-attempt``,
 ``synthetic``, ``abort``, ``finish``, ``seal``).  An optional ``#N`` suffix
 fires on the Nth matching transaction of the process (``after-commit:raw#2``).
 ``before-tool:<name>`` / ``after-tool:<name>`` kill around a tool's execution.
+``before-link:<label>`` kills a command that makes a whole journal (``upgrade``,
+``fork``, ``export -o``) with it complete in its staging file, before it is
+linked into place.
 ``enospc:<label>`` does not kill: the append of that transaction fails as a
 full disk would (``OSError(ENOSPC)``), for the cases a real small filesystem
 cannot time precisely (the closing seal of a run).

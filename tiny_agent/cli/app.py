@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import NoReturn
 
 import typer
 
 from tiny_agent import __version__
+from tiny_agent.cli.basics import die, exit_for, interrupted
 from tiny_agent.cli.helptext import plain_help
-from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, TinyAgentError
+from tiny_agent.errors import EXIT_OK, EXIT_USAGE
 
 plain_help()
 
@@ -44,25 +44,18 @@ def _commands(
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    """The command line through typer (the lean path, :func:`tiny_agent.cli.lean.main`, hands over what it leaves)."""
     _register_commands()
     try:
         result = app(args=argv, prog_name="tiny-agent", standalone_mode=False)
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except typer.TyperException as error:
-        _die(f"USAGE: {error.format_message()} (see 'tiny-agent --help')", EXIT_USAGE)
-    except TinyAgentError as error:
-        _die(str(error), error.exit_code)
+        die(f"USAGE: {error.format_message()} (see 'tiny-agent --help')", EXIT_USAGE)
     except (KeyboardInterrupt, typer.Abort):
-        _die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`); nothing left to say to it.
-        _quiet_stdout()
-        sys.exit(EXIT_OK)
+        interrupted()
     except Exception as error:  # the last line of defence: never show a traceback
-        if os.environ.get("TINY_AGENT_DEBUG"):
-            raise
-        _die(f"INTERNAL: {type(error).__name__}: {error} (a bug; set TINY_AGENT_DEBUG=1 for details)", EXIT_INTERNAL)
+        exit_for(error)
     sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
@@ -71,13 +64,3 @@ def _register_commands() -> None:
     from tiny_agent.cli import chatting, driving, inspecting, lineage, viewing
 
     del chatting, driving, inspecting, lineage, viewing
-
-
-def _die(message: str, exit_code: int) -> NoReturn:
-    print(" ".join(message.split("\n")), file=sys.stderr)
-    sys.exit(exit_code)
-
-
-def _quiet_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())

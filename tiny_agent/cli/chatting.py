@@ -111,7 +111,7 @@ def chat(
         raise UsageError("--session and --continue are exclusive")
     chosen_durability = durability_of(options)
     path = resolve(session, sessions_dir) if session is not None else _newest_here(sessions_dir) if continue_ else None
-    writer = _open_idle(path, chosen_durability) if path is not None else None
+    writer = _open_idle(path, chosen_durability, sessions_dir) if path is not None else None
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()

@@ -14,11 +14,12 @@ from tiny_agent.cli.app import app
 from tiny_agent.cli.common import (
     SessionArgument,
     SessionsDirOption,
+    checkpointed,
     corrupt,
     print_json,
     progress,
     read_input,
-    read_journal,
+    read_session,
     resolve,
     store,
 )
@@ -71,17 +72,17 @@ if TYPE_CHECKING:
     from tiny_agent.profiles import Endpoint
 
 
-def _open_writer(path: Path, durability: Durability) -> JournalWriter:
+def _open_writer(path: Path, durability: Durability, sessions_dir: str | None = None) -> JournalWriter:
     """The session's writer; a journal named for another session than its header's is refused (MISNAMED).
 
-    A v2 journal's writer refuses to start a model attempt (BLOCKED): see
-    :meth:`tiny_agent.journal.JournalWriter.open`.
+    A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.journal.JournalWriter.open`.
     """
     from tiny_agent.journal import JournalWriter
     from tiny_agent.store import session_id_of
 
     try:
-        writer = JournalWriter.open(path, durability=durability, session_id=session_id_of(path))
+        folder = checkpointed(sessions_dir)
+        writer = JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
     except CorruptionError as error:
         corrupt(error, path, as_json=False)
     except OSError as error:
@@ -276,7 +277,7 @@ def run(
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")
     path = resolve(session, sessions_dir) if session is not None else _newest_here(sessions_dir) if continue_ else None
-    writer = _open_idle(path, chosen_durability) if path is not None else None
+    writer = _open_idle(path, chosen_durability, sessions_dir) if path is not None else None
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
@@ -302,12 +303,12 @@ def _newest_here(sessions_dir: str | None) -> Path:
     return Path(rows[0].path)
 
 
-def _open_idle(path: Path, durability: Durability) -> JournalWriter:
+def _open_idle(path: Path, durability: Durability, sessions_dir: str | None = None) -> JournalWriter:
     """An idle session to start something new in: a model call comes next, so a v2 journal is refused, nothing written."""
     from tiny_agent.journal import cannot_record_responses
     from tiny_agent.state import IdleOperation
 
-    writer = _open_writer(path, durability)
+    writer = _open_writer(path, durability, sessions_dir)
     if writer.state.version < 3:
         writer.close(seal=False)
         raise BlockedError(cannot_record_responses(path, operation_open=type(writer.state.operation) is not IdleOperation))
@@ -358,7 +359,7 @@ def demo(
     handle = _handle_of(writer)
     out = sys.stdout
     out.write(f"\n=== replay of {writer.path} ===\n\n")
-    print_human(read_journal(writer.path), writer.path)
+    print_human(read_session(writer.path, sessions_dir), writer.path)
     out.write(
         f"\nThe provider was asked {requests} times; each response is in the journal twice: raw, exactly as\n"
         f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
@@ -437,9 +438,9 @@ def resume(
     chosen_durability = durability_of(options)
     path = resolve(session, sessions_dir)
     if dry_run:
-        _plan_only(path, current_config, options, as_json)
+        _plan_only(path, current_config, options, as_json, sessions_dir)
         return
-    writer = _open_writer(path, chosen_durability)
+    writer = _open_writer(path, chosen_durability, sessions_dir)
     if _idle(writer):
         return _close_idle(writer, as_json)
     try:
@@ -499,7 +500,7 @@ def _say_nothing_to_do(as_json: bool, path: Path) -> None:
         sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
 
 
-def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as_json: bool) -> None:
+def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as_json: bool, sessions_dir: str | None) -> None:
     import msgspec
 
     from tiny_agent.agent import blocked_reason
@@ -518,7 +519,7 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     if is_locked(path):
         raise SessionLocked(path, holder_pid(path))
     try:
-        state = read_journal(path)
+        state = read_session(path, sessions_dir)
     except CorruptionError as error:
         corrupt(error, path, as_json)
     configuration = None
@@ -583,7 +584,7 @@ def compact(
         keep=keep,
     )
     chosen_durability = durability_of(options)
-    writer = _open_idle(resolve(session, sessions_dir), chosen_durability)
+    writer = _open_idle(resolve(session, sessions_dir), chosen_durability, sessions_dir)
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state), require_key=True)
         display = _display()

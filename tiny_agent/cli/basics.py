@@ -1,0 +1,147 @@
+"""What every command shares, without typer: naming sessions, reading journals, output, and how errors end a command.
+
+Nothing here imports typer (nor, through it, click and pydantic), so the
+commands that the lean path runs (:mod:`tiny_agent.cli.lean`) start without
+them; :mod:`tiny_agent.cli.common` adds the typer option declarations.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CorruptionError, TinyAgentError, UsageError, os_error
+
+if TYPE_CHECKING:
+    from tiny_agent.checkpoints import Checkpoints
+    from tiny_agent.reducer import Fold
+    from tiny_agent.state import SessionState
+    from tiny_agent.store import FileStore
+
+
+def store(sessions_dir: str | None) -> FileStore:
+    from tiny_agent.store import open_store
+
+    return open_store(sessions_dir)
+
+
+def resolve(reference: str, sessions_dir: str | None) -> Path:
+    session = store(sessions_dir).resolve(reference)
+    if session.path is None:
+        raise UsageError(f"{session.name} is not a journal file")
+    return session.path
+
+
+def print_json(value: object) -> None:
+    import msgspec
+
+    sys.stdout.buffer.write(msgspec.json.encode(value) + b"\n")
+    sys.stdout.flush()
+
+
+def read_journal(path: Path) -> SessionState:
+    """Every line of the journal folded (what ``verify`` wants: never a checkpoint)."""
+    from tiny_agent.journal import read_journal as read
+
+    try:
+        return read(path)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
+
+
+def checkpoints_for(sessions_dir: str | None) -> Checkpoints:
+    """The checkpoints of the sessions directory; a fold that falls back from one says why on stderr."""
+    from tiny_agent.checkpoints import Checkpoints, threshold_from
+    from tiny_agent.store import sessions_dir as directory_of
+
+    return Checkpoints(directory_of(sessions_dir), threshold=threshold_from(os.environ), note=progress)
+
+
+def checkpointed(sessions_dir: str | None) -> Callable[[Path], Fold]:
+    """How a writer folds a journal of the sessions directory: from its checkpoint when one checks out."""
+    return checkpoints_for(sessions_dir).fold
+
+
+def read_session(path: Path, sessions_dir: str | None) -> SessionState:
+    """The journal's state, from its checkpoint when one checks out (replay, audit, resume --dry-run)."""
+    return fold_session(path, sessions_dir).state
+
+
+def fold_session(path: Path, sessions_dir: str | None) -> Fold:
+    try:
+        return checkpoints_for(sessions_dir).fold(path)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
+
+
+def corrupt(error: CorruptionError, path: Path, as_json: bool) -> NoReturn:
+    """A refused journal: the one-line error on stderr, and with --json also the error object on stdout."""
+    if as_json:
+        print_json({"ok": False, "error": error.to_json()})
+    raise CorruptionError(error.code, error.line, error.seq, f"{error.reason} [{path}]") from None
+
+
+def progress(line: str) -> None:
+    sys.stderr.write(f"· {line}\n")
+    sys.stderr.flush()
+
+
+def progress_bar(label: str) -> Callable[[int, int], None] | None:
+    """A one-line counter on stderr when it is a terminal; silent otherwise."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r{label} {done}/{total}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def read_input(source: str) -> bytes:
+    """A file's bytes, or stdin's for ``-``."""
+    if source == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(source, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise os_error(error, source) from None
+
+
+def input_name(source: str) -> str:
+    return "stdin" if source == "-" else source
+
+
+# -- how a command ends when it fails ------------------------------------------------------------
+
+
+def exit_for(error: Exception) -> NoReturn:
+    """The one line on stderr and the exit code for an error a command raised (the last line of defence included)."""
+    if isinstance(error, TinyAgentError):
+        die(str(error), error.exit_code)
+    if isinstance(error, BrokenPipeError):
+        # The reader went away (e.g. `| head`); nothing left to say to it.
+        quiet_stdout()
+        sys.exit(EXIT_OK)
+    if os.environ.get("TINY_AGENT_DEBUG"):
+        raise error
+    die(f"INTERNAL: {type(error).__name__}: {error} (a bug; set TINY_AGENT_DEBUG=1 for details)", EXIT_INTERNAL)
+
+
+def interrupted() -> NoReturn:
+    die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
+
+
+def die(message: str, exit_code: int) -> NoReturn:
+    print(" ".join(message.split("\n")), file=sys.stderr)
+    sys.exit(exit_code)
+
+
+def quiet_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,346 @@
+"""The commands that only look at sessions, without typer: replay, normalize, audit, verify, sessions, providers, view, report.
+
+Each is a plain function of its options' values.  The typer declarations
+(:mod:`tiny_agent.cli.inspecting`, :mod:`tiny_agent.cli.viewing`) call
+these; so does the lean path (:mod:`tiny_agent.cli.lean`), which starts
+them without importing typer, click or pydantic.  Nothing here talks HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from tiny_agent.cli.basics import (
+    corrupt,
+    input_name,
+    print_json,
+    progress,
+    progress_bar,
+    read_input,
+    read_session,
+    resolve,
+    store,
+)
+from tiny_agent.errors import (
+    EXIT_CORRUPT,
+    CorruptionError,
+    DriftFound,
+    EmptyInput,
+    MalformedInput,
+    UsageError,
+    VerificationFailed,
+    os_error,
+)
+
+if TYPE_CHECKING:
+    from tiny_agent.facts import CompactionEntry, RawResponse
+    from tiny_agent.state import SessionState
+    from tiny_agent.store import FileStore
+
+Grouping = Literal["day", "model", "session"]
+
+
+def replay(session: str, as_json: bool, messages: bool, full: bool, sessions_dir: str | None) -> None:
+    """Rebuild a session from its journal and show the transcript (or the state, or the next messages)."""
+    if as_json and messages:
+        raise UsageError("--json and --messages are exclusive")
+    path = resolve(session, sessions_dir)
+    try:
+        state = read_session(path, sessions_dir)
+    except CorruptionError as error:
+        corrupt(error, path, as_json)
+    _warn_if_misnamed(path, state)
+    if as_json:
+        _write_state(state)
+    elif messages:
+        print_json(state.activeContext)
+    else:
+        print_human(state, path, full=full)
+
+
+def _write_state(state: SessionState) -> None:
+    """``{"ok":true,"state":...}``: the state encoded once, straight to bytes, and written as it is (never copied to frame it)."""
+    out = sys.stdout.buffer
+    out.write(b'{"ok":true,"state":')
+    out.write(state.to_json_bytes())
+    out.write(b"}\n")
+    out.flush()
+
+
+def _warn_if_misnamed(path: Path, state: SessionState) -> None:
+    """A file named for another session than its header's is read all the same, and said so (writers refuse it)."""
+    from tiny_agent.store import session_id_of
+
+    named = session_id_of(path)
+    if named is not None and named != state.header.id:
+        progress(
+            f"warning: {path.name} is named for session {named} but its header is session {state.header.id}; "
+            f"it is read as it is, and no writer opens it until its name ends in _{state.header.id}.jsonl"
+        )
+
+
+def print_human(state: SessionState, path: Path, *, full: bool = False) -> None:
+    from tiny_agent.render import footer_lines, transcript_lines
+
+    size = path.stat().st_size
+    out = sys.stdout
+    for line in transcript_lines(state, full=full, compactions=_compactions(state, path)):
+        out.write(line + "\n")
+    for line in footer_lines(state, size):
+        out.write(line + "\n")
+
+
+def _compactions(state: SessionState, path: Path) -> dict[str, CompactionEntry]:
+    """The compaction entries of a session, read from its journal (only when it has any)."""
+    from tiny_agent.facts import CompactionEntry, EntryFact
+    from tiny_agent.journal import facts
+
+    if all(entry.message is not None for entry in state.entries.values()):
+        return {}
+    found: dict[str, CompactionEntry] = {}
+    for _, transaction in facts(path):
+        for fact in transaction:
+            if isinstance(fact, EntryFact) and isinstance(fact.entry, CompactionEntry):
+                found[fact.id] = fact.entry
+    return found
+
+
+def normalize(source: str, provider: str | None, api: str | None) -> None:
+    """Run a response through the seam (adapters and stream reassembly included) and show what the transcript keeps."""
+    from tiny_agent.normalize import Accepted
+    from tiny_agent.settlement import derive
+
+    body = read_input(source)
+    if not body.strip():
+        raise EmptyInput(f"{input_name(source)} is empty (expected one response body)")
+    derivation = derive(_as_raw(body), _adapter_identity_for(provider, api))
+    outcome = derivation.outcome
+    if isinstance(outcome, Accepted):
+        shown: dict[str, object] = {
+            "message": outcome.message,
+            "stopReason": outcome.stop_reason,
+            "usage": outcome.usage,
+            "dropped": outcome.dropped,
+        }
+        if derivation.changes:
+            shown["adapted"] = derivation.changes
+        if derivation.stream is not None:
+            shown["stream"] = derivation.stream
+        print_json(shown)
+        return
+    if outcome.reason.startswith("response body is not JSON"):
+        raise MalformedInput(f"{input_name(source)}: {outcome.reason}")
+    print_json({"rejected": outcome.reason, "usage": outcome.usage})
+    raise SystemExit(EXIT_CORRUPT)
+
+
+def _as_raw(body: bytes) -> RawResponse:
+    from tiny_agent.provider import raw_response
+
+    return raw_response(200, None, body)
+
+
+def _adapter_identity_for(provider: str | None, api: str | None) -> str:
+    """The adapterIdentity a response from this provider (or in this API) would be derived with."""
+    from tiny_agent.adapters import adapter_identity
+    from tiny_agent.profiles import api_named, profile_table
+    from tiny_agent.userconfig import load_user_config
+
+    if provider is None:
+        return adapter_identity(api_named(api) if api else "chat", ())
+    table = profile_table(load_user_config(os.environ))
+    profile = table.get(provider)
+    if profile is None:
+        raise UsageError(f"--provider {provider!r} is not a provider; `tiny-agent providers` lists them")
+    chosen_api = api_named(api) if api else profile.api
+    return adapter_identity(chosen_api, profile.adapters if chosen_api == profile.api else ())
+
+
+def audit(session: str, as_json: bool, sessions_dir: str | None) -> None:
+    """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
+    from tiny_agent.audit import audit as audit_session
+
+    path = resolve(session, sessions_dir)
+    try:
+        report = audit_session(path)
+    except CorruptionError as error:
+        corrupt(error, path, as_json)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
+    if as_json:
+        print_json(report)
+    else:
+        from tiny_agent.render import audit_lines
+
+        for line in audit_lines(report):
+            sys.stdout.write(line + "\n")
+    if report.drift:
+        numbers = ", ".join(str(attempt.number) for attempt in report.attempts if attempt.drift)
+        raise DriftFound(f"attempt(s) {numbers} of {path}: the journal's canonical entries differ from today's seam")
+
+
+def verify(sessions: list[str] | None, all_sessions: bool, as_json: bool, sessions_dir: str | None) -> None:
+    """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
+    from tiny_agent.store import list_journals
+    from tiny_agent.verify import verdict_lines, verify_many
+
+    directory = store(sessions_dir).directory
+    references = sessions or []
+    if all_sessions and references:
+        raise UsageError("give sessions or --all, not both")
+    if not all_sessions and not references:
+        raise UsageError("name at least one session, or pass --all")
+    paths = list_journals(directory) if all_sessions else [resolve(reference, sessions_dir) for reference in references]
+    if not paths:
+        sys.stdout.write(f"no sessions in {directory}\n" if not as_json else "[]\n")
+        return
+    verdicts = verify_many(paths, progress_bar("verify") if len(paths) > 1 else None)
+    if as_json:
+        print_json(verdicts)
+    else:
+        for line in verdict_lines(verdicts):
+            sys.stdout.write(line + "\n")
+    bad = [verdict for verdict in verdicts if verdict.status == "corrupt"]
+    if bad:
+        raise VerificationFailed(f"{len(bad)} of {len(verdicts)} session(s) failed verification")
+
+
+def sessions(as_json: bool, limit: int | None, all_sessions: bool, sessions_dir: str | None) -> None:
+    """List this directory's sessions, newest first: handle, created, model, status, runs, tokens, first prompt."""
+    from tiny_agent.catalog import list_sessions
+    from tiny_agent.render import sessions_table
+
+    files = store(sessions_dir)
+    here = None if all_sessions else os.path.realpath(Path.cwd())
+    rows = list_sessions(files.directory, limit, progress=progress_bar("reading"), cwd=here)
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        where = "" if all_sessions else f" made in {here} (--all lists every directory's)"
+        sys.stdout.write(f"no sessions{where} in {files.label}\n")
+        return
+    for line in sessions_table(rows, show_cwd=all_sessions):
+        sys.stdout.write(line + "\n")
+
+
+def providers(as_json: bool) -> None:
+    """List the provider profiles: API, base URL, key variable, and whether that key is set (never the key)."""
+    from tiny_agent.profiles import list_profiles
+    from tiny_agent.render import providers_table
+    from tiny_agent.userconfig import load_user_config
+
+    rows = list_profiles(os.environ, load_user_config(os.environ))
+    if as_json:
+        print_json(rows)
+        return
+    for line in providers_table(rows):
+        sys.stdout.write(line + "\n")
+
+
+def view(session: str, output: str | None, open_page: bool, sessions_dir: str | None) -> None:
+    """Write one self-contained HTML page of a session: timeline, raw-vs-canonical panels, usage and cost charts."""
+    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.view.model import build_view
+    from tiny_agent.view.session_page import session_page
+
+    files = store(sessions_dir)
+    path = resolve(session, sessions_dir)
+    prices = load_user_config(os.environ).models
+    try:
+        built = build_view(path, handle=_handle(files, path), prices=prices)
+    except CorruptionError as error:
+        corrupt(error, path, False)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
+    page = session_page(built).encode("utf-8", "replace")
+    if output == "-":
+        sys.stdout.buffer.write(page)
+        sys.stdout.flush()
+        return
+    target = Path(output) if output else default_view_path(built.header.id)
+    write_page(target, page, make_directory=output is None)
+    attempts = len(built.attempts)
+    sys.stdout.write(f"wrote {target} ({len(page):,} bytes; {attempts:,} attempts, {len(built.operations):,} operations)\n")
+    if open_page:
+        _open_in_browser(target)
+
+
+def _handle(files: FileStore, path: Path) -> str:
+    """The session's handle when it lives in the store (handles are unique only among the store's sessions)."""
+    from tiny_agent.store import list_journals, session_id_of, shortest_handles
+
+    if path.parent.resolve() != files.directory.resolve():
+        return ""
+    handles = shortest_handles([session_id_of(journal) or "" for journal in list_journals(files.directory)])
+    return handles.get(session_id_of(path) or "", "")
+
+
+def default_view_path(session_id: str) -> Path:
+    """``$XDG_DATA_HOME/tiny-agent/views/<id>.html`` (``~/.local/share/...``): beside nothing of the user's."""
+    from tiny_agent.store import default_sessions_dir
+
+    return default_sessions_dir().parent / "views" / f"{session_id}.html"
+
+
+def write_page(target: Path, page: bytes, *, make_directory: bool = False) -> None:
+    """Write a page 0600 (it holds session contents) through a staging file; the default directory is made 0700."""
+    from tiny_agent.store import ensure_private_directory
+
+    try:
+        if make_directory:
+            ensure_private_directory(target.parent)
+        staging = target.with_name(f".{target.name}.{os.getpid()}.new")
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(page)
+            os.replace(staging, target)
+        except OSError:
+            staging.unlink(missing_ok=True)
+            raise
+    except OSError as error:
+        raise os_error(error, str(target)) from None
+
+
+def _open_in_browser(target: Path) -> None:
+    import webbrowser
+
+    if not webbrowser.open(target.resolve().as_uri()):
+        sys.stderr.write(f"· no browser could be started; open {target} yourself\n")
+
+
+def report(
+    all_sessions: bool, since: str | None, by: str, as_json: bool, html: str | None, sessions_dir: str | None
+) -> None:
+    """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""
+    from tiny_agent.catalog import report_entries
+    from tiny_agent.report import build_report, parse_day, report_lines
+    from tiny_agent.userconfig import load_user_config
+
+    if as_json and html:
+        raise UsageError("--json and --html are exclusive")
+    if by not in ("day", "model", "session"):
+        raise UsageError(f"--by {by!r}: choose day, model or session")
+    grouping: Grouping = "day" if by == "day" else "model" if by == "model" else "session"
+    first_day = parse_day(since) if since else None
+    files = store(sessions_dir)
+    here = None if all_sessions else os.path.realpath(Path.cwd())
+    entries = report_entries(files.directory, cwd=here, progress=progress_bar("reading"))
+    prices = load_user_config(os.environ).models
+    figures = build_report(entries, by=grouping, since=first_day, prices=prices, cwd=here)
+    if as_json:
+        print_json(figures)
+        return
+    if html:
+        from tiny_agent.view.report_page import report_page
+
+        page = report_page(figures).encode("utf-8", "replace")
+        write_page(Path(html), page)
+        sys.stdout.write(f"wrote {html} ({len(page):,} bytes; {len(figures.rows):,} rows)\n")
+        return
+    for line in report_lines(figures, files.label):
+        sys.stdout.write(line + "\n")

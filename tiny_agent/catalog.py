@@ -29,12 +29,12 @@ from typing import Final, Literal
 import msgspec
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.journal import committed_lines, holder_pid, is_locked, read_journal
+from tiny_agent.journal import committed_lines, read_journal
 from tiny_agent.lineage import lineage_words
 from tiny_agent.links import Origin, Parent
 from tiny_agent.render import outcome_summary
 from tiny_agent.state import IdleOperation, SessionState
-from tiny_agent.store import list_journals, session_id_of, shortest_handles
+from tiny_agent.store import file_holder, list_journals, session_id_of, shortest_handles
 from tiny_agent.transcript import UserMessage
 
 INDEX_NAME: Final = ".tiny-agent-index.json"
@@ -271,12 +271,21 @@ _FAILURE_STATUS: Final[dict[str, Status]] = {"length_without_calls": "truncated"
 
 
 def _row(path: Path, summary: Summary, handles: dict[str, str]) -> Listed:
+    holder = None if summary.status in ("corrupt", "unreadable") else file_holder(path)
+    parent = summary.parent
+    lineage = lineage_words(summary.origin, parent, handles.get(parent.session) if parent is not None else None)
+    return listed_row(summary, handles.get(session_id_of(path) or "", ""), str(path), holder, lineage)
+
+
+def listed_row(summary: Summary, handle: str, name: str, holder: str | None, lineage: str | None) -> Listed:
+    """A row of ``sessions`` from a summary, whatever the store.
+
+    ``holder`` says who writes the session now (``pid N``; empty if unknown), None if nobody does.
+    """
     status = summary.status
-    locked = status not in ("corrupt", "unreadable") and is_locked(path)
-    if locked:
-        pid = holder_pid(path)
-        holder = f" by pid {pid}" if pid else ""
-        status_text = f"running{holder}" if status == "open" else f"locked{holder}"
+    if holder is not None:
+        by = f" by {holder}" if holder else ""
+        status_text = f"running{by}" if status == "open" else f"locked{by}"
     elif status == "open":
         status_text = "crashed"
     else:
@@ -284,8 +293,8 @@ def _row(path: Path, summary: Summary, handles: dict[str, str]) -> Listed:
     parent = summary.parent
     return Listed(
         session=summary.session,
-        handle=handles.get(session_id_of(path) or "", ""),
-        path=str(path),
+        handle=handle,
+        path=name,
         created=summary.created,
         cwd=summary.cwd,
         model=summary.model,
@@ -298,7 +307,7 @@ def _row(path: Path, summary: Summary, handles: dict[str, str]) -> Listed:
         output=summary.output,
         error=summary.error,
         parent=parent.session if parent is not None else None,
-        lineage=lineage_words(summary.origin, parent, handles.get(parent.session) if parent is not None else None),
+        lineage=lineage,
     )
 
 

@@ -29,6 +29,8 @@ EXIT_CORRUPT: Final = 65
 """EX_DATAERR: a journal, provider body or input file is malformed."""
 EXIT_NO_INPUT: Final = 66
 """EX_NOINPUT: no such session or file."""
+EXIT_UNAVAILABLE: Final = 69
+"""EX_UNAVAILABLE: the session store (a database server) cannot be reached."""
 EXIT_INTERNAL: Final = 70
 """EX_SOFTWARE: a bug."""
 EXIT_IO: Final = 74
@@ -66,6 +68,11 @@ LABELS: Final[tuple[Label, ...]] = (
     Label("MALFORMED_JSON", EXIT_CORRUPT, "an input that is not JSON (a journal line, or a provider body given to normalize)"),
     Label("MISNAMED", EXIT_CORRUPT, "a journal whose header names another session than its file name; writers refuse to open it"),
     Label("NOT_FOUND", EXIT_NO_INPUT, "no such session or file"),
+    Label(
+        "UNAVAILABLE",
+        EXIT_UNAVAILABLE,
+        "the session store (a PostgreSQL server) cannot be reached, or failed a statement; nothing was half-written",
+    ),
     Label("IO_ERROR", EXIT_IO, "the disk is full or read-only, or a read or write failed; nothing was half-written"),
     Label("PERMISSION", EXIT_NO_PERMISSION, "the operating system refused access to a file or directory"),
     Label("LOCKED", EXIT_TEMPFAIL, "another process is writing the session (its pid is named)"),

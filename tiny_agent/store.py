@@ -27,21 +27,28 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
 from tiny_agent import filestore
-from tiny_agent.errors import NotFound, UsageError
+from tiny_agent.errors import ConfigError, NotFound, UsageError
 from tiny_agent.facts import HeaderLine
 from tiny_agent.filestore import Durability
 from tiny_agent.ids import now_ms, uuid7
 from tiny_agent.journal import WRITER_VERSION, JournalWriter
 
+if TYPE_CHECKING:
+    from tiny_agent.catalog import Listed, ReportEntry
+    from tiny_agent.reducer import Fold
+
 SESSIONS_DIR_ENV: Final = "TINY_AGENT_SESSIONS_DIR"
+STORE_ENV: Final = "TINY_AGENT_STORE"
 JOURNAL_SUFFIX: Final = ".jsonl"
 HANDLE_MIN: Final = 4
 HANDLE_MAX: Final = 8
+
+ProgressCallback = Callable[[int, int], None]
 
 _JOURNAL_NAME = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)_(?P<id>[0-9a-f-]{36})\.jsonl")
 _SESSION_REF = re.compile(r"[0-9a-f][0-9a-f-]*")
@@ -67,10 +74,14 @@ class Session(msgspec.Struct, frozen=True):
 
 
 class Store(Protocol):
-    """What every command needs from where sessions live."""
+    """What every command needs from where sessions live (:class:`FileStore`, :class:`tiny_agent.pgstore.PgStore`).
+
+    A session named by a journal path is that file whatever the store: every
+    store reads and writes it as the file store would.
+    """
 
     label: str
-    """Where, for messages: a directory, or a database without its credentials."""
+    """Where, for messages: a directory, or a database URL without its credentials."""
 
     def create(
         self, *, cwd: str, provider: str, model: str, environment_identity: str, durability: Durability
@@ -78,8 +89,13 @@ class Store(Protocol):
 
     def resolve(self, reference: str) -> Session: ...
 
-    def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
-        """The session's one writer; refuses a journal whose header is another session's (session-v2 §16)."""
+    def open_writer(
+        self, session: Session, durability: Durability, folder: Callable[[Path], Fold] | None = None
+    ) -> JournalWriter:
+        """The session's one writer; refuses a journal whose header is another session's (session-v2 §16).
+
+        ``folder`` folds a journal file (from its checkpoint); other stores fold their own way.
+        """
         ...
 
     def create_from(
@@ -87,16 +103,45 @@ class Store(Protocol):
     ) -> Session:
         """A new session whose journal is exactly ``lines`` (each without its LF, the header first): all of it, or nothing.
 
-        For ``upgrade`` and ``fork``, which build a whole journal before it
-        may be seen (``label`` names the failpoint ``before-link:<label>``).
+        For ``upgrade``, ``fork`` and ``import``, which build a whole journal
+        before it may be seen (``label`` names the failpoint ``before-link:<label>``).
+        Raises FileExistsError if the session is there already.
         """
         ...
 
     def chunks(self, session: Session) -> Iterator[bytes]: ...
 
+    def size(self, session: Session) -> int:
+        """The journal's length in bytes."""
+        ...
+
+    def known_length(self, session: Session) -> int | None:
+        """The length the store's index last saw (``verify`` notices lines cut off since); None if unknown."""
+        ...
+
+    def holder(self, session: Session) -> str | None:
+        """Who writes the session now, in words (``pid 123``); None when nobody does."""
+        ...
+
+    def handle(self, session_id: str) -> str:
+        """The session's shortest unique handle in this store."""
+        ...
+
     def sessions(self) -> list[Session]:
         """Every session, newest first."""
         ...
+
+    def listing(
+        self, *, cwd: str | None = None, limit: int | None = None, progress: ProgressCallback | None = None
+    ) -> list[Listed]:
+        """``tiny-agent sessions``: newest first, only those made in ``cwd`` when given."""
+        ...
+
+    def report_entries(self, cwd: str | None = None, progress: ProgressCallback | None = None) -> list[ReportEntry]:
+        """``tiny-agent report``: every session's summary with its usage buckets, newest first."""
+        ...
+
+    def close(self) -> None: ...
 
 
 # -- the file store ----------------------------------------------------------------------
@@ -189,9 +234,10 @@ class FileStore:
     def resolve(self, reference: str) -> Session:
         return _file_session(resolve_session(reference, self.directory))
 
-    def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
-        path = _path_of(session)
-        return JournalWriter.open(path, durability=durability, session_id=session_id_of(path))
+    def open_writer(
+        self, session: Session, durability: Durability, folder: Callable[[Path], Fold] | None = None
+    ) -> JournalWriter:
+        return file_writer(_path_of(session), durability, folder)
 
     def create_from(
         self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
@@ -204,6 +250,21 @@ class FileStore:
     def chunks(self, session: Session) -> Iterator[bytes]:
         return filestore.file_chunks(_path_of(session))
 
+    def size(self, session: Session) -> int:
+        return _path_of(session).stat().st_size
+
+    def known_length(self, session: Session) -> int | None:
+        from tiny_agent.catalog import known_lengths
+
+        path = _path_of(session)
+        return known_lengths(path.parent).get(path.name)
+
+    def holder(self, session: Session) -> str | None:
+        return file_holder(_path_of(session))
+
+    def handle(self, session_id: str) -> str:
+        return self.handles().get(session_id, tail_of(session_id)[:HANDLE_MAX])
+
     def sessions(self) -> list[Session]:
         return [_file_session(path) for path in list_journals(self.directory)]
 
@@ -211,6 +272,47 @@ class FileStore:
         """Each session id's handle in this store."""
         ids = [session_id_of(path) for path in list_journals(self.directory)]
         return shortest_handles([session_id for session_id in ids if session_id])
+
+    def listing(
+        self, *, cwd: str | None = None, limit: int | None = None, progress: ProgressCallback | None = None
+    ) -> list[Listed]:
+        from tiny_agent.catalog import list_sessions
+
+        return list_sessions(self.directory, limit, progress=progress, cwd=cwd)
+
+    def report_entries(self, cwd: str | None = None, progress: ProgressCallback | None = None) -> list[ReportEntry]:
+        from tiny_agent.catalog import report_entries
+
+        return report_entries(self.directory, cwd=cwd, progress=progress)
+
+    def close(self) -> None:
+        """Nothing is held between calls."""
+
+
+def file_session(reference: str | Path) -> Session:
+    """The journal file a path names (it must be a file)."""
+    path = Path(reference)
+    if not path.is_file():
+        raise SessionNotFound(f"{reference}: no such journal file")
+    return _file_session(path)
+
+
+def is_journal_path(reference: str) -> bool:
+    """Does the command line name a file (``….jsonl``, or anything with a separator) rather than a session?"""
+    return reference.endswith(JOURNAL_SUFFIX) or os.sep in reference
+
+
+def file_writer(path: Path, durability: Durability, folder: Callable[[Path], Fold] | None = None) -> JournalWriter:
+    """A journal file's writer (the file named after its session must hold that session's header)."""
+    return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
+
+
+def file_holder(path: Path) -> str | None:
+    """``pid N`` while a writer holds the journal (empty if its lock file names none); None when nobody does."""
+    if not filestore.is_locked(path):
+        return None
+    pid = filestore.holder_pid(path)
+    return f"pid {pid}" if pid else ""
 
 
 def _file_session(path: Path) -> Session:
@@ -262,7 +364,7 @@ def _common_prefix(left: str, right: str) -> int:
 
 def resolve_session(reference: str, directory: Path) -> Path:
     """A journal path for a path, a session id, a handle, or a unique prefix of an id."""
-    if reference.endswith(JOURNAL_SUFFIX) or os.sep in reference:
+    if is_journal_path(reference):
         candidate = Path(reference)
         if candidate.is_file():
             return candidate
@@ -293,8 +395,46 @@ def _ambiguity(reference: str, matches: list[Path]) -> str:
 
 
 def open_store(sessions_dir_flag: str | None) -> FileStore:
-    """The store the command line names (today: the file store in the sessions directory)."""
+    """The file store in the sessions directory the command line names."""
     return FileStore(sessions_dir(sessions_dir_flag))
 
 
-ProgressCallback = Callable[[int, int], None]
+def choose_store(sessions_dir_flag: str | None, store_flag: str | None = None) -> Store:
+    """The store the command line names: ``--store``, else ``$TINY_AGENT_STORE``, else the sessions directory.
+
+    A store is a ``postgresql://`` (or ``postgres://``) URL, or a directory
+    (a path, or ``file:`` and a path).  ``--sessions-dir`` names a directory
+    and cannot be given with ``--store``.
+    """
+    if store_flag and sessions_dir_flag:
+        raise UsageError("--store and --sessions-dir both say where sessions live; give one")
+    chosen = store_flag or ("" if sessions_dir_flag else os.environ.get(STORE_ENV, ""))
+    if not chosen:
+        return FileStore(sessions_dir(sessions_dir_flag))
+    if chosen.startswith(("postgresql://", "postgres://")):
+        return _postgres(chosen)
+    if "://" in chosen:
+        raise ConfigError(f"{_scheme(chosen)}: not a store; give a postgresql:// URL or a directory")
+    directory = chosen.removeprefix("file:")
+    if not directory:
+        raise ConfigError("file: names no directory")
+    return FileStore(Path(directory).expanduser())
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0] + "://…"
+
+
+def _postgres(url: str) -> Store:
+    """The PostgreSQL store, importing psycopg only now (no other command pays for it)."""
+    try:
+        from tiny_agent.pgstore import PgStore
+    except ImportError as error:
+        if error.name is not None and not error.name.startswith("psycopg"):
+            raise
+        raise ConfigError(
+            "a postgresql:// store needs the PostgreSQL driver, which is not installed: pip install 'tiny-agent[postgres]'"
+        ) from None
+    return PgStore(url)
+
+

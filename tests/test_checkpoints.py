@@ -200,13 +200,18 @@ class Restores:
         monkeypatch.setattr(checkpoints, "restore", counting)
 
 
-JOURNAL_NAME = "20260101T000000Z_0190f5e2-7c00-7a00-8a00-000000000001.jsonl"
+SESSION = "0190f5e2-7c00-7a00-8a00-000000000001"
+OTHER_SESSION = "0190f5e2-7c00-7a00-8a00-000000000002"
 
 
-def grown_session(tmp_path: Path, version: int = 3, runs: int = 3) -> tuple[Path, RunWriter]:
+def journal_name(session_id: str = SESSION) -> str:
+    return f"20260101T000000Z_{session_id}.jsonl"
+
+
+def grown_session(tmp_path: Path, version: int = 3, runs: int = 3, session_id: str = SESSION) -> tuple[Path, RunWriter]:
     """A session in a sessions directory, its writer still open for more runs."""
-    path = tmp_path / JOURNAL_NAME
-    writer = new_writer(path, version)
+    path = tmp_path / journal_name(session_id)
+    writer = new_writer(path, version, session_id=session_id)
     run = RunWriter(writer)
     add_runs(run, runs)
     return path, run
@@ -222,8 +227,8 @@ def add_runs(run: RunWriter, runs: int) -> None:
         run.finish(run.answer(f"answer {number}"))
 
 
-def stored(tmp_path: Path) -> Path:
-    return tmp_path / CHECKPOINTS_DIR / (Path(JOURNAL_NAME).stem + ".checkpoint")
+def stored(tmp_path: Path, session_id: str = SESSION) -> Path:
+    return tmp_path / CHECKPOINTS_DIR / (Path(journal_name(session_id)).stem + ".checkpoint")
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -312,12 +317,12 @@ def test_a_checkpoint_of_another_journal_is_not_used(tmp_path, monkeypatch, vers
     """Swapped: the checkpoint of a longer session in the place of this one's."""
     other = tmp_path / "other"
     other.mkdir()
-    other_path, _ = grown_session(other, version, runs=5)
+    other_path, _ = grown_session(other, version, runs=5, session_id=OTHER_SESSION)
     Checkpoints(other, threshold=0).read(other_path)
     path, run = grown_session(tmp_path, version, runs=2)
     add_runs(run, 4)
     stored(tmp_path).parent.mkdir(mode=0o700)
-    stored(tmp_path).write_bytes(stored(other).read_bytes())
+    stored(tmp_path).write_bytes(stored(other, OTHER_SESSION).read_bytes())
     notes = Notes()
     restores = Restores(monkeypatch)
     state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path)
@@ -393,3 +398,84 @@ def test_the_fold_identity_names_the_fold_code():
     assert identity is not None and len(identity) == 32
     assert ToolCallState  # the state's types are part of it (tiny_agent/state.py is hashed)
     assert os.path.basename(snapshots.__file__) in {path.name for path in (Path(checkpoints.__file__).parent / "fold").glob("*.py")}
+
+
+# -- the commands -------------------------------------------------------------------------------
+
+
+def cli(capsys, *words: str) -> tuple[object, str, str]:
+    from tiny_agent.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(list(words))
+    captured = capsys.readouterr()
+    return done.value.code, captured.out, captured.err
+
+
+@pytest.fixture
+def checkpointing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", "0")
+
+
+def test_replay_json_through_a_checkpoint_is_the_full_fold_byte_for_byte(tmp_path, capsys, monkeypatch, checkpointing):
+    path, run = grown_session(tmp_path)
+    directory = ("--sessions-dir", str(tmp_path))
+    assert cli(capsys, "replay", str(path), "--json", *directory)[0] == 0
+    assert stored(tmp_path).exists()
+    add_runs(run, 2)
+    restores = Restores(monkeypatch)
+    code, out, err = cli(capsys, "replay", str(path), "--json", *directory)
+    assert (code, err) == (0, "")
+    assert restores.count == 1
+    assert out.encode() == b'{"ok":true,"state":' + read_journal(path).to_json_bytes() + b"}\n"
+
+
+def test_replay_says_in_one_line_why_it_folds_in_full(tmp_path, capsys, checkpointing):
+    path, _ = grown_session(tmp_path)
+    directory = ("--sessions-dir", str(tmp_path))
+    cli(capsys, "replay", str(path), "--json", *directory)
+    stored(tmp_path).write_bytes(b"rotten")
+    code, out, err = cli(capsys, "replay", str(path), "--json", *directory)
+    assert code == 0
+    assert err == f"· checkpoint of {path.name} is corrupt (no key line); folding the whole journal\n"
+    assert json.loads(out)["state"] == json.loads(read_journal(path).to_json_bytes())
+
+
+def test_a_malformed_threshold_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    path, _ = grown_session(tmp_path)
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", "lots")
+    code, _, err = cli(capsys, "replay", str(path), "--sessions-dir", str(tmp_path))
+    assert code == 2
+    assert err.startswith("USAGE: TINY_AGENT_CHECKPOINT_BYTES must be a whole number of bytes")
+
+
+def test_audit_reads_the_checkpointed_lines_without_folding_them_again(tmp_path, capsys, monkeypatch, checkpointing):
+    path, run = grown_session(tmp_path)
+    directory = ("--sessions-dir", str(tmp_path))
+    cli(capsys, "replay", str(path), "--json", *directory)
+    add_runs(run, 1)
+    plain = cli(capsys, "audit", str(path), "--json", "--sessions-dir", str(tmp_path / "elsewhere"))
+    restores = Restores(monkeypatch)
+    assert cli(capsys, "audit", str(path), "--json", *directory) == plain
+    assert restores.count == 1
+
+
+def test_verify_never_uses_a_checkpoint(tmp_path, capsys, monkeypatch, checkpointing):
+    path, _ = grown_session(tmp_path)
+    directory = ("--sessions-dir", str(tmp_path))
+    cli(capsys, "replay", str(path), "--json", *directory)
+    restores = Restores(monkeypatch)
+    assert cli(capsys, "verify", str(path), *directory)[0] == 0
+    assert restores.count == 0
+
+
+def test_resume_opens_the_session_from_its_checkpoint(tmp_path, capsys, monkeypatch, checkpointing):
+    path, run = grown_session(tmp_path)
+    run.writer.close(seal=False)
+    directory = ("--sessions-dir", str(tmp_path))
+    cli(capsys, "replay", str(path), "--json", *directory)
+    restores = Restores(monkeypatch)
+    code, _, err = cli(capsys, "resume", str(path), *directory)
+    assert code == 0, err
+    assert restores.count == 1
+    assert read_journal(path).sealed

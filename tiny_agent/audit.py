@@ -44,6 +44,7 @@ from tiny_agent.facts import (
 from tiny_agent.journal import CheckedFacts, collector_paused
 from tiny_agent.normalize import Accepted
 from tiny_agent.recovery import RETRYABLE_STATUSES
+from tiny_agent.reducer import Fold
 from tiny_agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived, summary_settlement
 from tiny_agent.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 
@@ -177,10 +178,14 @@ class _Context:
         return "sha256:" + closed.hexdigest()
 
 
-def audit(path: Path) -> AuditReport:
-    """Audit the journal at ``path`` (raises CorruptionError if the reducer refuses it)."""
+def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
+    """Audit the journal at ``path`` (raises CorruptionError if the reducer refuses it).
+
+    ``checkpoint``: the fold of the journal's first lines, from its checked
+    checkpoint; those lines are read for the audit but not folded again.
+    """
     walk = _Walk()
-    checked = CheckedFacts(filestore.file_chunks(path))
+    checked = CheckedFacts(filestore.file_chunks(path), checkpoint)
     with collector_paused():
         for line, transaction in checked:
             for fact in transaction:

@@ -126,6 +126,24 @@ class Checkpoints:
         finally:
             os.close(fd)
 
+    def resumed(self, journal: Path) -> Fold | None:
+        """The fold the journal's checkpoint holds, once every check passed; None otherwise (with a note if it failed one).
+
+        For a reader that goes over every line anyway (``audit``): it reads
+        the checkpointed lines without folding them again, and writes no
+        checkpoint of its own.
+        """
+        where = self.path_for(journal)
+        if where is None:
+            return None
+        fd = _open_journal(journal)
+        try:
+            with collector_paused():
+                start = self._resume(journal, where, fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        return None if start is None else start.fold
+
     def path_for(self, journal: Path) -> Path | None:
         """Where the journal's checkpoint lives; None for a journal outside the sessions directory."""
         try:

@@ -221,11 +221,16 @@ class CheckedFacts:
     handed out only once the fold has accepted its line; a refused journal
     raises the reducer's CorruptionError instead, before any fact of the
     refused line.  After the iteration, :meth:`finish` gives the reduced state.
+
+    ``fold`` may already hold the journal's first lines (a checkpoint's,
+    checked against the bytes they were folded from): those lines are only
+    read, and folding goes on after them.
     """
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    def __init__(self, chunks: Iterable[bytes], fold: Fold | None = None) -> None:
         self._chunks = chunks
-        self._splitter = LineSplitter(Fold())
+        self._splitter = LineSplitter(Fold() if fold is None else fold)
+        self._folded = 0 if fold is None else fold.committed_length
 
     def __iter__(self) -> Iterator[tuple[int, list[Fact]]]:
         return facts_of(self._folded_first())
@@ -237,8 +242,11 @@ class CheckedFacts:
     def _folded_first(self) -> Iterator[bytes]:
         chunks = iter(self._chunks)
         splitter = self._splitter
+        offset = 0
         for chunk in chunks:
-            splitter.feed(chunk)
+            offset += len(chunk)
+            if offset > self._folded:
+                splitter.feed(chunk[max(0, len(chunk) - (offset - self._folded)) :])
             if splitter.failed:
                 for rest in chunks:
                     splitter.feed(rest)

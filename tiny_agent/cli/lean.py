@@ -19,6 +19,7 @@ do; tests/test_lean_cli.py holds the two identical, option by option.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -27,8 +28,8 @@ from typing import Final, Literal, NoReturn
 import msgspec
 
 from tiny_agent.cli import looking
-from tiny_agent.cli.basics import exit_for, interrupted
-from tiny_agent.errors import EXIT_OK
+from tiny_agent.cli.basics import exit_for, quiet_stdout
+from tiny_agent.errors import EXIT_INTERRUPTED, EXIT_OK
 
 Value = str | int | bool | list[str] | None
 Kind = Literal["flag", "text", "integer"]
@@ -63,7 +64,8 @@ REFUSED: Final = Refused()
 
 
 class Command(msgspec.Struct, frozen=True):
-    run: Callable[..., None]
+    """A lean command's parameters; its body is the function of its name in :mod:`tiny_agent.cli.looking`."""
+
     arguments: tuple[str, ...] = ()
     """Required positional parameters, in order."""
     variadic: str | None = None
@@ -80,7 +82,6 @@ ALL: Final = Option(("--all",), "all_sessions", "flag", False)
 
 COMMANDS: Final[Mapping[str, Command]] = {
     "replay": Command(
-        looking.replay,
         ("session",),
         options=(
             JSON,
@@ -90,23 +91,18 @@ COMMANDS: Final[Mapping[str, Command]] = {
         ),
     ),
     "normalize": Command(
-        looking.normalize,
         ("source",),
         options=(Option(("--provider",), "provider", "text"), Option(("--api",), "api", "text")),
     ),
-    "audit": Command(looking.audit, ("session",), options=(JSON, SESSIONS_DIR)),
-    "verify": Command(looking.verify, variadic="sessions", options=(ALL, JSON, SESSIONS_DIR)),
-    "sessions": Command(
-        looking.sessions, options=(JSON, Option(("--limit",), "limit", "integer", minimum=1), ALL, SESSIONS_DIR)
-    ),
-    "providers": Command(looking.providers, options=(JSON,)),
+    "audit": Command(("session",), options=(JSON, SESSIONS_DIR)),
+    "verify": Command(variadic="sessions", options=(ALL, JSON, SESSIONS_DIR)),
+    "sessions": Command(options=(JSON, Option(("--limit",), "limit", "integer", minimum=1), ALL, SESSIONS_DIR)),
+    "providers": Command(options=(JSON,)),
     "view": Command(
-        looking.view,
         ("session",),
         options=(Option(("-o", "--output"), "output", "text"), Option(("--open",), "open_page", "flag", False), SESSIONS_DIR),
     ),
     "report": Command(
-        looking.report,
         options=(
             ALL,
             Option(("--since",), "since", "text"),
@@ -119,16 +115,20 @@ COMMANDS: Final[Mapping[str, Command]] = {
 }
 """The lean commands, each parameter as its typer declaration has it (names, kind, default, bound)."""
 
+BROKEN_PIPE_EXIT: Final = 1
+"""click's exit code when the reader of a command's output went away."""
+
 COMPLETION_ENV: Final = "_TINY_AGENT_COMPLETE"
 """Set by a shell asking click for completions: only typer answers that."""
 
 
 class Invocation(msgspec.Struct, frozen=True):
-    command: Command
+    name: str
     values: dict[str, Value]
 
     def run(self) -> None:
-        self.command.run(**self.values)
+        body: Callable[..., None] = getattr(looking, self.name)
+        body(**self.values)
 
 
 def parse(words: Sequence[str]) -> Invocation | None:
@@ -161,17 +161,17 @@ def parse(words: Sequence[str]) -> Invocation | None:
         if isinstance(converted, Refused):
             return None
         values[option.parameter] = converted
-    return _bound(command, values, positional)
+    return _bound(words[0], command, values, positional)
 
 
-def _bound(command: Command, values: dict[str, Value], positional: list[str]) -> Invocation | None:
+def _bound(name: str, command: Command, values: dict[str, Value], positional: list[str]) -> Invocation | None:
     required = len(command.arguments)
     if len(positional) < required or (command.variadic is None and len(positional) > required):
         return None
     values.update(zip(command.arguments, positional, strict=False))
     if command.variadic is not None:
         values[command.variadic] = positional[required:] or None
-    return Invocation(command, values)
+    return Invocation(name, values)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -185,7 +185,12 @@ def main(argv: list[str] | None = None) -> NoReturn:
     try:
         invocation.run()
     except KeyboardInterrupt:
-        interrupted()
+        # As on typer's path, where click turns Ctrl-C inside a command into exit 130, silently.
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as error:  # the last line of defence: never show a traceback
+        if isinstance(error, OSError) and error.errno == errno.EPIPE:
+            # As on typer's path, where click quiets the output of a reader that went away and exits 1.
+            quiet_stdout()
+            sys.exit(BROKEN_PIPE_EXIT)
         exit_for(error)
     sys.exit(EXIT_OK)

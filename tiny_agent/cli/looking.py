@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tiny_agent.cli.basics import (
+    checkpoints_for,
     corrupt,
     input_name,
     print_json,
@@ -165,7 +166,7 @@ def audit(session: str, as_json: bool, sessions_dir: str | None) -> None:
 
     path = resolve(session, sessions_dir)
     try:
-        report = audit_session(path)
+        report = audit_session(path, checkpoints_for(sessions_dir).resumed(path))
     except CorruptionError as error:
         corrupt(error, path, as_json)
     except OSError as error:

@@ -1,0 +1,305 @@
+"""The lean path: the read-only commands start without typer, and say and do exactly what typer's path does.
+
+- its table of options is typer's declarations, option by option (so the two cannot drift apart);
+- it hands typer every command line it does not understand completely;
+- where it runs a command, the values, output, errors and exit codes are typer's;
+- ``tiny-agent replay FILE`` and ``tiny-agent sessions`` load neither typer, pydantic,
+  importlib.metadata nor httpx (checked in a subprocess, at exit).
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import write_tool_session
+from conftest import PROJECT_ROOT
+
+from tiny_agent.cli import basics, lean, looking
+from tiny_agent.cli.lean import COMMANDS, parse
+
+
+def _typer_commands() -> dict[str, Any]:
+    import typer.main
+
+    from tiny_agent.cli.app import _register_commands, app
+
+    _register_commands()
+    return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+TYPER = _typer_commands()
+
+
+def _declared(command: Any) -> tuple[dict[str, tuple[object, ...]], list[tuple[str, bool]]]:
+    """A typer command's options by parameter: (names, kind, default, minimum); its arguments: (name, variadic)."""
+    options: dict[str, tuple[object, ...]] = {}
+    arguments: list[tuple[str, bool]] = []
+    for parameter in command.params:
+        where = f"{command.name} {parameter.name}"
+        # What the lean parser never does: read the environment, prompt, count, call back, take several values, cap a number.
+        assert parameter.envvar is None and parameter.callback is None and not parameter.multiple, where
+        assert not parameter.is_eager and parameter.max is None, where
+        annotation = parameter.type_descriptor.annotation
+        if parameter.param_type_name == "argument":
+            arguments.append((parameter.name, parameter.nargs == -1))
+            assert annotation == (list[str] if parameter.nargs == -1 else str), where
+            continue
+        assert parameter.prompt is None and not parameter.count and parameter.nargs == 1, where
+        if parameter.is_flag:
+            kind = "flag"
+        elif annotation is int:
+            kind = "integer"
+        else:
+            assert annotation is str, f"{where}: an option of type {annotation}"
+            kind = "text"
+        options[parameter.name] = (tuple(sorted(parameter.opts + parameter.secondary_opts)), kind, parameter.default, parameter.min)
+    return options, arguments
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_lean_table_is_the_typer_declaration(name):
+    command = COMMANDS[name]
+    options, arguments = _declared(TYPER[name])
+    ours = {option.parameter: (tuple(sorted(option.names)), option.kind, option.default, option.minimum) for option in command.options}
+    assert ours == options
+    assert [(argument, False) for argument in command.arguments] + ([(command.variadic, True)] if command.variadic else []) == arguments
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_lean_path_calls_the_body_the_typer_declaration_calls(name):
+    command = COMMANDS[name]
+    parameters = set(inspect.signature(getattr(looking, name)).parameters)
+    declared = {option.parameter for option in command.options} | set(command.arguments) | {command.variadic} - {None}
+    assert parameters == declared
+
+
+def test_every_read_only_command_has_a_lean_path_and_no_other_does():
+    assert set(COMMANDS) == {"replay", "sessions", "verify", "audit", "normalize", "providers", "view", "report"}
+    assert set(COMMANDS) < set(TYPER)
+
+
+# -- what it leaves to typer --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        [],
+        ["--version"],
+        ["--help"],
+        ["replay", "--help"],
+        ["replay"],
+        ["replay", "a", "b"],
+        ["replay", "a", "--jsn"],
+        ["replay", "a", "--json=yes"],
+        ["replay", "a", "--json", "--json"],
+        ["replay", "a", "--sessions-dir"],
+        ["replay", "a", "--sessions-dir", "--json"],
+        ["replay", "a", "--"],
+        ["replay", "-x"],
+        ["sessions", "--limit", "0"],
+        ["sessions", "--limit", "ten"],
+        ["sessions", "--limit", "1.5"],
+        ["view", "s", "-oout.html"],
+        ["view", "s", "-o=out.html"],
+        ["verify", "-h"],
+        ["providers", "extra"],
+        ["run", "hello"],
+        ["resume", "s"],
+    ],
+)
+def test_command_lines_it_does_not_fully_understand_go_to_typer(words):
+    assert parse(words) is None
+
+
+def test_a_shell_asking_for_completions_goes_to_typer(monkeypatch):
+    calls: list[list[str] | None] = []
+
+    def typer_main(argv: list[str] | None = None) -> None:
+        calls.append(argv)
+        raise SystemExit(0)
+
+    monkeypatch.setenv(lean.COMPLETION_ENV, "complete_bash")
+    monkeypatch.setattr("tiny_agent.cli.app.main", typer_main)
+    with pytest.raises(SystemExit):
+        lean.main(["sessions"])
+    assert calls == [["sessions"]]
+
+
+# -- same values as typer -------------------------------------------------------------------------
+
+SAME_VALUES = [
+    ["replay", "s"],
+    ["replay", "--json", "s", "--sessions-dir", "d"],
+    ["replay", "s", "--messages", "--full", "--sessions-dir=d"],
+    ["normalize", "-"],
+    ["normalize", "body.json", "--provider", "openrouter", "--api", "chat"],
+    ["audit", "s", "--json"],
+    ["verify"],
+    ["verify", "a", "b", "--json"],
+    ["verify", "--all", "--sessions-dir", ""],
+    ["sessions"],
+    ["sessions", "--limit", " 5", "--all", "--json"],
+    ["sessions", "--limit=+7"],
+    ["sessions", "--limit", "1_0"],
+    ["providers", "--json"],
+    ["view", "s", "-o", "-", "--open"],
+    ["view", "s", "--output=page.html"],
+    ["report"],
+    ["report", "--by", "model", "--since", "2026-01-01", "--html", "r.html", "--all"],
+]
+
+
+@pytest.mark.parametrize("words", SAME_VALUES, ids=" ".join)
+def test_it_passes_the_values_typer_passes(monkeypatch, words):
+    from tiny_agent.cli import app as typer_app
+
+    seen: list[dict[str, object]] = []
+    name = words[0]
+    signature = inspect.signature(getattr(looking, name))
+
+    def record(*arguments: object, **keywords: object) -> None:
+        seen.append(dict(signature.bind(*arguments, **keywords).arguments))
+
+    monkeypatch.setattr(looking, name, record)
+    with pytest.raises(SystemExit) as done:
+        typer_app.main(list(words))
+    assert done.value.code == 0
+    invocation = parse(words)
+    assert invocation is not None
+    assert invocation.values == seen[0]
+
+
+# -- same output, errors and exit codes ---------------------------------------------------------------
+
+
+def _both(capsys, words: list[str]) -> tuple[tuple[object, str, str], tuple[object, str, str]]:
+    from tiny_agent.cli import app as typer_app
+
+    results = []
+    for run in (lean.main, typer_app.main):
+        with pytest.raises(SystemExit) as done:
+            run(list(words))
+        captured = capsys.readouterr()
+        results.append((done.value.code, captured.out, captured.err))
+    return results[0], results[1]
+
+
+def test_output_errors_and_exit_codes_are_typers(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    good = sessions / "20260101T000000Z_0190f5e2-7c00-7a00-8a00-000000000001.jsonl"
+    write_tool_session(good, session_id="0190f5e2-7c00-7a00-8a00-000000000001")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b'{"kind":"header"}\n')
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    not_json = tmp_path / "body.txt"
+    not_json.write_bytes(b"<html>")
+    directory = ["--sessions-dir", str(sessions)]
+    cases = [
+        ["replay", str(good), "--json", *directory],
+        ["replay", str(good), *directory],
+        ["replay", str(good), "--messages", *directory],
+        ["replay", str(good), "--json", "--messages", *directory],
+        ["replay", str(broken), "--json", *directory],
+        ["replay", str(broken), *directory],
+        ["replay", "nosuch", *directory],
+        ["replay", str(tmp_path / "missing.jsonl"), *directory],
+        ["audit", str(good), "--json", *directory],
+        ["audit", str(broken), *directory],
+        ["verify", *directory],
+        ["verify", "--all", *directory],
+        ["verify", str(broken), *directory],
+        ["sessions", "--all", *directory],
+        ["sessions", "--json", "--all", *directory],
+        ["normalize", str(empty)],
+        ["normalize", str(not_json)],
+        ["normalize", str(tmp_path / "missing.json")],
+        ["normalize", str(empty), "--provider", "nosuch"],
+        ["report", "--by", "week", *directory],
+        ["report", "--json", "--html", "x.html", *directory],
+        ["view", "nosuch", *directory],
+    ]
+    for words in cases:
+        assert parse(words) is not None, words
+        ours, typers = _both(capsys, words)
+        assert ours == typers, words
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [KeyboardInterrupt(), BrokenPipeError(errno.EPIPE, "Broken pipe"), BrokenPipeError()],
+    ids=["Ctrl-C", "broken pipe", "a pipe error without EPIPE"],
+)
+def test_an_interrupt_and_a_broken_pipe_end_as_on_typers_path(capsys, monkeypatch, raised):
+    """click ends the first two itself on typer's path (130 and 1, silently); the lean path does the same."""
+
+    def interrupted(*arguments: object, **keywords: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(looking, "providers", interrupted)
+    monkeypatch.setattr(lean, "quiet_stdout", lambda: None)
+    monkeypatch.setattr(basics, "quiet_stdout", lambda: None)
+    ours, typers = _both(capsys, ["providers"])
+    assert ours == typers
+
+
+# -- what it loads ------------------------------------------------------------------------------------
+
+PROBE = """
+import atexit, json, sys
+target = sys.argv[1]
+def report():
+    loaded = sorted(name for name in sys.modules if name.split(".")[0] in {"typer", "click", "pydantic", "httpx"} or name == "importlib.metadata")
+    with open(target, "w") as out:
+        json.dump(loaded, out)
+atexit.register(report)
+sys.argv = ["tiny-agent", *sys.argv[2:]]
+from tiny_agent.cli import main
+main()
+"""
+
+
+def _loaded_by(tmp_path: Path, *words: str) -> tuple[int, list[str]]:
+    found = tmp_path / "modules.json"
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, str(found), *words],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        timeout=60,
+    )
+    return completed.returncode, json.loads(found.read_text())
+
+
+def test_replay_and_sessions_start_without_typer_pydantic_metadata_or_httpx(tmp_path):
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    journal = sessions / "20260101T000000Z_0190f5e2-7c00-7a00-8a00-000000000001.jsonl"
+    write_tool_session(journal, session_id="0190f5e2-7c00-7a00-8a00-000000000001")
+    for words in (
+        ("replay", str(journal), "--sessions-dir", str(sessions)),
+        ("replay", str(journal), "--json", "--sessions-dir", str(sessions)),
+        ("sessions", "--sessions-dir", str(sessions)),
+        ("sessions", "--all", "--sessions-dir", str(sessions)),
+    ):
+        code, loaded = _loaded_by(tmp_path, *words)
+        assert code == 0, words
+        assert loaded == [], f"tiny-agent {' '.join(words)} loaded {loaded}"
+
+
+def test_the_typer_path_is_still_there_for_everything_else(tmp_path):
+    code, loaded = _loaded_by(tmp_path, "replay", "--help")
+    assert code == 0
+    assert "typer" in loaded

@@ -26,3 +26,73 @@ def conformance() -> Path:
     if not path.is_dir():
         pytest.fail(f"conformance fixtures not found at {path} (set TINY_AGENT_SHARED)")
     return path
+
+
+# -- PostgreSQL: a scratch schema per test, all of a run's dropped at its end --------------------------
+
+PG_ENV = "TINY_AGENT_TEST_POSTGRES"
+"""A base URL for the PostgreSQL tests (default: the local server, as user postgres, then as the current user)."""
+
+_PG_CANDIDATES = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://127.0.0.1:5432/test")
+
+
+class Postgres:
+    """A reachable server and this run's schemas on it: each test gets a fresh one through ``schema_url``."""
+
+    def __init__(self, base: str) -> None:
+        import psycopg
+
+        self.base = base
+        self.prefix = f"tiny_agent_test_{os.getpid()}_{os.urandom(3).hex()}"
+        self.admin = psycopg.connect(base, autocommit=True, connect_timeout=5)
+        self.count = 0
+
+    def schema_url(self) -> str:
+        self.count += 1
+        schema = f"{self.prefix}_{self.count}"
+        self.admin.execute(f'CREATE SCHEMA "{schema}"')
+        return self.url_for(schema)
+
+    def url_for(self, schema: str) -> str:
+        joiner = "&" if "?" in self.base else "?"
+        return f"{self.base}{joiner}options=-csearch_path%3D{schema}"
+
+    def drop_all(self) -> None:
+        rows = self.admin.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (self.prefix + "%",)).fetchall()
+        for (schema,) in rows:
+            self.admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        self.admin.close()
+
+
+def _reachable_postgres() -> tuple[str | None, str]:
+    """A base URL that connects, or None and why not (the tests that need it skip with that reason)."""
+    try:
+        import psycopg
+    except ImportError:
+        return None, "psycopg is not installed (pip install 'tiny-agent[postgres]')"
+    configured = os.environ.get(PG_ENV)
+    reasons = []
+    for base in (configured,) if configured else _PG_CANDIDATES:
+        try:
+            psycopg.connect(base, autocommit=True, connect_timeout=3).close()
+        except psycopg.Error as error:
+            reasons.append(f"{base}: {' '.join(str(error).split())}")
+            continue
+        return base, ""
+    return None, "no PostgreSQL server reachable (" + "; ".join(reasons) + ")"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    base, why = _reachable_postgres()
+    if base is None:
+        pytest.skip(why)
+    server = Postgres(base)
+    yield server
+    server.drop_all()
+
+
+@pytest.fixture()
+def pg_url(postgres: Postgres) -> str:
+    """A store URL whose tables live in a schema of this test's own."""
+    return postgres.schema_url()

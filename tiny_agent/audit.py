@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -184,8 +185,13 @@ def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
     ``checkpoint``: the fold of the journal's first lines, from its checked
     checkpoint; those lines are read for the audit but not folded again.
     """
+    return audit_chunks(filestore.file_chunks(path), str(path), checkpoint)
+
+
+def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = None) -> AuditReport:
+    """Audit a journal given as its bytes in chunks, from any store (``name`` is how the report names it)."""
     walk = _Walk()
-    checked = CheckedFacts(filestore.file_chunks(path), checkpoint)
+    checked = CheckedFacts(chunks, checkpoint)
     with collector_paused():
         for line, transaction in checked:
             for fact in transaction:
@@ -202,7 +208,7 @@ def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
     dropped = Counter(path for attempt in attempts if attempt.response for path in attempt.response.dropped)
     costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
     return AuditReport(
-        path=str(path),
+        path=name,
         session=state.header.id,
         version=state.version,
         attempts=attempts,

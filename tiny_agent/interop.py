@@ -25,7 +25,7 @@ from tiny_agent.catalog import upgrades_of
 from tiny_agent.errors import Busy, UsageError
 from tiny_agent.facts import HeaderLine
 from tiny_agent.ids import now_ms, uuid7
-from tiny_agent.journal import WRITER_VERSION, SessionLocked, committed_lines, fold_chunks, holder_pid, is_locked, lines_of
+from tiny_agent.journal import WRITER_VERSION, SessionLocked, fold_chunks, holder_pid, is_locked, lines_of
 from tiny_agent.lineage import (
     ForkPoint,
     Omitted,
@@ -35,14 +35,13 @@ from tiny_agent.lineage import (
     find_fork_point,
     forked,
     inside_operation,
-    lineage_words,
     scan_prefix,
     upgraded,
 )
-from tiny_agent.links import Origin, Parent
+from tiny_agent.links import Origin, Parent, lineage_words
 from tiny_agent.reducer import Fold
 from tiny_agent.state import CompactionOperation, Header, RunOperation, SessionState
-from tiny_agent.store import FileStore, Session, list_journals, session_id_of
+from tiny_agent.store import FileStore, Session, SessionNotFound, Store, list_journals, session_id_of
 
 Durability = filestore.Durability
 
@@ -232,32 +231,44 @@ class LinkCheck(msgspec.Struct):
     """``PARENT_MISMATCH`` or ``ORIGIN_MISMATCH`` when the other journal is there and differs."""
 
 
-def check_links(path: Path, state: SessionState) -> list[LinkCheck]:
+def check_links(store: Store, state: SessionState) -> list[LinkCheck]:
     """Does the parent (fork) or the v2 file (upgrade) still hold what the header says?  Absent ones are only noted."""
     checks = []
     if state.parent is not None:
-        checks.append(_check_parent(path.parent, state.parent))
+        checks.append(_check_parent(store, state.parent))
     if state.origin is not None:
         checks.append(_check_origin(state.origin))
     return checks
 
 
-def _check_parent(directory: Path, parent: Parent) -> LinkCheck:
-    found = next((journal for journal in list_journals(directory) if session_id_of(journal) == parent.session), None)
+def _check_parent(store: Store, parent: Parent) -> LinkCheck:
+    found = _parent_in(store, parent.session)
     if found is None:
         note = f"fork of session {parent.session} at line {parent.line}; the parent is not here, so the link is not checked"
         return LinkCheck(note=note)
+    name = Path(found.name).name
     try:
-        chain, lines = chain_through(committed_lines(found), parent.line)
+        chain, lines = chain_through(lines_of(store.chunks(found)), parent.line)
     except (OSError, msgspec.DecodeError) as error:
-        return LinkCheck(note=f"fork of {found.name} at line {parent.line}; the parent cannot be read ({error})")
+        return LinkCheck(note=f"fork of {name} at line {parent.line}; the parent cannot be read ({error})")
     if chain is None:
-        why = f"the parent {found.name} has only {lines} line(s), and the fork was made after its line {parent.line}"
+        why = f"the parent {name} has only {lines} line(s), and the fork was made after its line {parent.line}"
         return LinkCheck(note=why, mismatch=PARENT_MISMATCH)
     if chain != parent.chain:
-        why = f"the parent {found.name} no longer matches the fork at line {parent.line}: its lines 1-{parent.line} changed since"
+        why = f"the parent {name} no longer matches the fork at line {parent.line}: its lines 1-{parent.line} changed since"
         return LinkCheck(note=why, mismatch=PARENT_MISMATCH)
-    return LinkCheck(note=f"fork of {found.name} at line {parent.line}: the parent still matches there")
+    return LinkCheck(note=f"fork of {name} at line {parent.line}: the parent still matches there")
+
+
+def _parent_in(store: Store, session_id: str) -> Session | None:
+    if isinstance(store, FileStore):
+        found = next((path for path in list_journals(store.directory) if session_id_of(path) == session_id), None)
+        return None if found is None else Session(id=session_id, name=str(found), path=found)
+    try:
+        session = store.resolve(session_id)
+    except SessionNotFound:
+        return None
+    return session if session.id == session_id else None
 
 
 def _check_origin(origin: Origin) -> LinkCheck:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -19,13 +19,84 @@ if TYPE_CHECKING:
     from tiny_agent.checkpoints import Checkpoints
     from tiny_agent.reducer import Fold
     from tiny_agent.state import SessionState
-    from tiny_agent.store import FileStore
+    from tiny_agent.store import FileStore, Session, Store
 
 
 def store(sessions_dir: str | None) -> FileStore:
     from tiny_agent.store import open_store
 
     return open_store(sessions_dir)
+
+
+class Where:
+    """Where sessions live, as the command line says it: ``--sessions-dir``, ``--store``, else the environment.
+
+    The store is made once per command (a database store keeps one reading connection).
+    """
+
+    def __init__(self, sessions_dir: str | None = None, store_url: str | None = None) -> None:
+        self.sessions_dir = sessions_dir
+        self.store_url = store_url
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            from tiny_agent.store import choose_store
+
+            self._store = choose_store(self.sessions_dir, self.store_url)
+        return self._store
+
+    def find(self, reference: str) -> Found:
+        return Found(self.store, self.store.resolve(reference))
+
+
+class Found:
+    """A session and the store that holds it (a journal path is a file whatever the store)."""
+
+    def __init__(self, store: Store, session: Session) -> None:
+        self.store = store
+        self.session = session
+
+    @property
+    def name(self) -> str:
+        return self.session.name
+
+    @property
+    def path(self) -> Path:
+        """The journal file, or the session's id as a path-like name for messages (a database's session)."""
+        return self.session.path if self.session.path is not None else Path(self.session.name)
+
+    def chunks(self) -> Iterator[bytes]:
+        return self.store.chunks(self.session)
+
+    def checkpoints(self) -> Checkpoints | None:
+        """The checkpoints of a journal file of the sessions directory; None for a database's session."""
+        from tiny_agent.store import FileStore, sessions_dir
+
+        if self.session.path is None:
+            return None
+        directory = self.store.directory if isinstance(self.store, FileStore) else sessions_dir(None)
+        return _checkpoints(directory)
+
+    def fold(self) -> Fold:
+        """The session folded: a file from its checkpoint when one checks out, a database's session streamed from line 1."""
+        from tiny_agent.journal import fold_chunks
+
+        checkpoints = self.checkpoints()
+        try:
+            return checkpoints.fold(self.path) if checkpoints is not None else fold_chunks(self.chunks())
+        except OSError as error:
+            raise os_error(error, self.name) from None
+
+    def state(self) -> SessionState:
+        return self.fold().state
+
+    def size(self) -> int:
+        try:
+            return self.store.size(self.session)
+        except OSError as error:
+            raise os_error(error, self.name) from None
 
 
 def resolve(reference: str, sessions_dir: str | None) -> Path:
@@ -54,10 +125,15 @@ def read_journal(path: Path) -> SessionState:
 
 def checkpoints_for(sessions_dir: str | None) -> Checkpoints:
     """The checkpoints of the sessions directory; a fold that falls back from one says why on stderr."""
-    from tiny_agent.checkpoints import Checkpoints, threshold_from
     from tiny_agent.store import sessions_dir as directory_of
 
-    return Checkpoints(directory_of(sessions_dir), threshold=threshold_from(os.environ), note=progress)
+    return _checkpoints(directory_of(sessions_dir))
+
+
+def _checkpoints(directory: Path) -> Checkpoints:
+    from tiny_agent.checkpoints import Checkpoints, threshold_from
+
+    return Checkpoints(directory, threshold=threshold_from(os.environ), note=progress)
 
 
 def checkpointed(sessions_dir: str | None) -> Callable[[Path], Fold]:

@@ -24,6 +24,7 @@ __all__ = [
     "JsonOption",
     "SessionArgument",
     "SessionsDirOption",
+    "StoreOption",
     "checkpointed",
     "checkpoints_for",
     "corrupt",
@@ -47,6 +48,13 @@ SessionsDirOption = typer.Option(
     "--sessions-dir",
     metavar="DIR",
     help="Where sessions live (default: $TINY_AGENT_SESSIONS_DIR, else ~/.local/share/tiny-agent/sessions).",
+    show_default=False,
+)
+StoreOption = typer.Option(
+    None,
+    "--store",
+    metavar="URL",
+    help="Where sessions live: a postgresql:// URL or a directory (default: $TINY_AGENT_STORE, else the sessions directory).",
     show_default=False,
 )
 JsonOption = typer.Option(False, "--json", help="Machine-readable output.")

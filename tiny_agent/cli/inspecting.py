@@ -12,7 +12,7 @@ import typer
 
 from tiny_agent.cli import looking
 from tiny_agent.cli.app import app
-from tiny_agent.cli.common import JsonOption, SessionArgument, SessionsDirOption
+from tiny_agent.cli.common import JsonOption, SessionArgument, SessionsDirOption, StoreOption
 from tiny_agent.cli.looking import print_human
 
 __all__ = ["audit", "normalize", "print_human", "providers", "replay", "sessions", "verify"]
@@ -25,9 +25,10 @@ def replay(
     messages: bool = typer.Option(False, "--messages", help="Print the messages the model would be sent next."),
     full: bool = typer.Option(False, "--full", help="Show long tool results in full."),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Rebuild a session from its journal and show the transcript (or the state, or the next messages)."""
-    looking.replay(session, as_json, messages, full, sessions_dir)
+    looking.replay(session, as_json, messages, full, sessions_dir, store_url)
 
 
 @app.command()
@@ -49,9 +50,10 @@ def audit(
     session: str = SessionArgument,
     as_json: bool = typer.Option(False, "--json", help="Print the whole audit as one JSON document."),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
-    looking.audit(session, as_json, sessions_dir)
+    looking.audit(session, as_json, sessions_dir, store_url)
 
 
 @app.command()
@@ -62,9 +64,10 @@ def verify(
     all_sessions: bool = typer.Option(False, "--all", help="Verify every session in the store."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON verdict per session, as an array."),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
-    looking.verify(sessions, all_sessions, as_json, sessions_dir)
+    looking.verify(sessions, all_sessions, as_json, sessions_dir, store_url)
 
 
 @app.command()
@@ -73,9 +76,10 @@ def sessions(
     limit: int | None = typer.Option(None, "--limit", min=1, metavar="N", help="Show only the N newest sessions."),
     all_sessions: bool = typer.Option(False, "--all", help="List the sessions of every directory, not only this one's."),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """List this directory's sessions, newest first: handle, created, model, status, runs, tokens, first prompt."""
-    looking.sessions(as_json, limit, all_sessions, sessions_dir)
+    looking.sessions(as_json, limit, all_sessions, sessions_dir, store_url)
 
 
 @app.command()

@@ -77,6 +77,7 @@ class Command(msgspec.Struct, frozen=True):
 
 
 SESSIONS_DIR: Final = Option(("--sessions-dir",), "sessions_dir", "text")
+STORE: Final = Option(("--store",), "store_url", "text")
 JSON: Final = Option(("--json",), "as_json", "flag", False)
 ALL: Final = Option(("--all",), "all_sessions", "flag", False)
 
@@ -88,19 +89,25 @@ COMMANDS: Final[Mapping[str, Command]] = {
             Option(("--messages",), "messages", "flag", False),
             Option(("--full",), "full", "flag", False),
             SESSIONS_DIR,
+            STORE,
         ),
     ),
     "normalize": Command(
         ("source",),
         options=(Option(("--provider",), "provider", "text"), Option(("--api",), "api", "text")),
     ),
-    "audit": Command(("session",), options=(JSON, SESSIONS_DIR)),
-    "verify": Command(variadic="sessions", options=(ALL, JSON, SESSIONS_DIR)),
-    "sessions": Command(options=(JSON, Option(("--limit",), "limit", "integer", minimum=1), ALL, SESSIONS_DIR)),
+    "audit": Command(("session",), options=(JSON, SESSIONS_DIR, STORE)),
+    "verify": Command(variadic="sessions", options=(ALL, JSON, SESSIONS_DIR, STORE)),
+    "sessions": Command(options=(JSON, Option(("--limit",), "limit", "integer", minimum=1), ALL, SESSIONS_DIR, STORE)),
     "providers": Command(options=(JSON,)),
     "view": Command(
         ("session",),
-        options=(Option(("-o", "--output"), "output", "text"), Option(("--open",), "open_page", "flag", False), SESSIONS_DIR),
+        options=(
+            Option(("-o", "--output"), "output", "text"),
+            Option(("--open",), "open_page", "flag", False),
+            SESSIONS_DIR,
+            STORE,
+        ),
     ),
     "report": Command(
         options=(
@@ -110,6 +117,7 @@ COMMANDS: Final[Mapping[str, Command]] = {
             JSON,
             Option(("--html",), "html", "text"),
             SESSIONS_DIR,
+            STORE,
         ),
     ),
 }

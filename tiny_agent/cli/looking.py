@@ -14,16 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tiny_agent.cli.basics import (
-    checkpoints_for,
+    Found,
+    Where,
     corrupt,
     input_name,
     print_json,
     progress,
     progress_bar,
     read_input,
-    read_session,
-    resolve,
-    store,
 )
 from tiny_agent.errors import (
     EXIT_CORRUPT,
@@ -39,27 +37,30 @@ from tiny_agent.errors import (
 if TYPE_CHECKING:
     from tiny_agent.facts import CompactionEntry, RawResponse
     from tiny_agent.state import SessionState
-    from tiny_agent.store import FileStore
 
 Grouping = Literal["day", "model", "session"]
 
 
-def replay(session: str, as_json: bool, messages: bool, full: bool, sessions_dir: str | None) -> None:
+def replay(
+    session: str, as_json: bool, messages: bool, full: bool, sessions_dir: str | None, store_url: str | None = None
+) -> None:
     """Rebuild a session from its journal and show the transcript (or the state, or the next messages)."""
     if as_json and messages:
         raise UsageError("--json and --messages are exclusive")
-    path = resolve(session, sessions_dir)
+    found = Where(sessions_dir, store_url).find(session)
+    path = found.path
     try:
-        state = read_session(path, sessions_dir)
+        state = found.state()
     except CorruptionError as error:
         corrupt(error, path, as_json)
-    _warn_if_misnamed(path, state)
+    if found.session.path is not None:
+        _warn_if_misnamed(path, state)
     if as_json:
         _write_state(state)
     elif messages:
         print_json(state.activeContext)
     else:
-        print_human(state, path, full=full)
+        print_found(state, found, full=full)
 
 
 def _write_state(state: SessionState) -> None:
@@ -84,25 +85,31 @@ def _warn_if_misnamed(path: Path, state: SessionState) -> None:
 
 
 def print_human(state: SessionState, path: Path, *, full: bool = False) -> None:
+    from tiny_agent.store import FileStore, Session
+
+    print_found(state, Found(FileStore(path.parent), Session(id=path.stem, name=str(path), path=path)), full=full)
+
+
+def print_found(state: SessionState, session: Found, *, full: bool = False) -> None:
     from tiny_agent.render import footer_lines, transcript_lines
 
-    size = path.stat().st_size
+    size = session.size()
     out = sys.stdout
-    for line in transcript_lines(state, full=full, compactions=_compactions(state, path)):
+    for line in transcript_lines(state, full=full, compactions=_compactions(state, session)):
         out.write(line + "\n")
     for line in footer_lines(state, size):
         out.write(line + "\n")
 
 
-def _compactions(state: SessionState, path: Path) -> dict[str, CompactionEntry]:
+def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEntry]:
     """The compaction entries of a session, read from its journal (only when it has any)."""
     from tiny_agent.facts import CompactionEntry, EntryFact
-    from tiny_agent.journal import facts
+    from tiny_agent.journal import facts_of
 
     if all(entry.message is not None for entry in state.entries.values()):
         return {}
     found: dict[str, CompactionEntry] = {}
-    for _, transaction in facts(path):
+    for _, transaction in facts_of(session.chunks()):
         for fact in transaction:
             if isinstance(fact, EntryFact) and isinstance(fact.entry, CompactionEntry):
                 found[fact.id] = fact.entry
@@ -160,13 +167,15 @@ def _adapter_identity_for(provider: str | None, api: str | None) -> str:
     return adapter_identity(chosen_api, profile.adapters if chosen_api == profile.api else ())
 
 
-def audit(session: str, as_json: bool, sessions_dir: str | None) -> None:
+def audit(session: str, as_json: bool, sessions_dir: str | None, store_url: str | None = None) -> None:
     """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
-    from tiny_agent.audit import audit as audit_session
+    from tiny_agent.audit import audit_chunks
 
-    path = resolve(session, sessions_dir)
+    found = Where(sessions_dir, store_url).find(session)
+    path = found.path
     try:
-        report = audit_session(path, checkpoints_for(sessions_dir).resumed(path))
+        checkpoints = found.checkpoints()
+        report = audit_chunks(found.chunks(), found.name, checkpoints.resumed(path) if checkpoints is not None else None)
     except CorruptionError as error:
         corrupt(error, path, as_json)
     except OSError as error:
@@ -183,22 +192,23 @@ def audit(session: str, as_json: bool, sessions_dir: str | None) -> None:
         raise DriftFound(f"attempt(s) {numbers} of {path}: the journal's canonical entries differ from today's seam")
 
 
-def verify(sessions: list[str] | None, all_sessions: bool, as_json: bool, sessions_dir: str | None) -> None:
+def verify(
+    sessions: list[str] | None, all_sessions: bool, as_json: bool, sessions_dir: str | None, store_url: str | None = None
+) -> None:
     """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
-    from tiny_agent.store import list_journals
-    from tiny_agent.verify import verdict_lines, verify_many
+    from tiny_agent.verify import verdict_lines, verify_sessions
 
-    directory = store(sessions_dir).directory
+    where = Where(sessions_dir, store_url)
     references = sessions or []
     if all_sessions and references:
         raise UsageError("give sessions or --all, not both")
     if not all_sessions and not references:
         raise UsageError("name at least one session, or pass --all")
-    paths = list_journals(directory) if all_sessions else [resolve(reference, sessions_dir) for reference in references]
-    if not paths:
-        sys.stdout.write(f"no sessions in {directory}\n" if not as_json else "[]\n")
+    chosen = where.store.sessions() if all_sessions else [where.store.resolve(reference) for reference in references]
+    if not chosen:
+        sys.stdout.write(f"no sessions in {where.store.label}\n" if not as_json else "[]\n")
         return
-    verdicts = verify_many(paths, progress_bar("verify") if len(paths) > 1 else None)
+    verdicts = verify_sessions(where.store, chosen, progress_bar("verify") if len(chosen) > 1 else None)
     if as_json:
         print_json(verdicts)
     else:
@@ -209,14 +219,15 @@ def verify(sessions: list[str] | None, all_sessions: bool, as_json: bool, sessio
         raise VerificationFailed(f"{len(bad)} of {len(verdicts)} session(s) failed verification")
 
 
-def sessions(as_json: bool, limit: int | None, all_sessions: bool, sessions_dir: str | None) -> None:
+def sessions(
+    as_json: bool, limit: int | None, all_sessions: bool, sessions_dir: str | None, store_url: str | None = None
+) -> None:
     """List this directory's sessions, newest first: handle, created, model, status, runs, tokens, first prompt."""
-    from tiny_agent.catalog import list_sessions
     from tiny_agent.render import sessions_table
 
-    files = store(sessions_dir)
+    files = Where(sessions_dir, store_url).store
     here = None if all_sessions else os.path.realpath(Path.cwd())
-    rows = list_sessions(files.directory, limit, progress=progress_bar("reading"), cwd=here)
+    rows = files.listing(cwd=here, limit=limit, progress=progress_bar("reading"))
     if as_json:
         print_json(rows)
         return
@@ -242,17 +253,19 @@ def providers(as_json: bool) -> None:
         sys.stdout.write(line + "\n")
 
 
-def view(session: str, output: str | None, open_page: bool, sessions_dir: str | None) -> None:
+def view(
+    session: str, output: str | None, open_page: bool, sessions_dir: str | None, store_url: str | None = None
+) -> None:
     """Write one self-contained HTML page of a session: timeline, raw-vs-canonical panels, usage and cost charts."""
     from tiny_agent.userconfig import load_user_config
-    from tiny_agent.view.model import build_view
+    from tiny_agent.view.model import build_view_of
     from tiny_agent.view.session_page import session_page
 
-    files = store(sessions_dir)
-    path = resolve(session, sessions_dir)
+    found = Where(sessions_dir, store_url).find(session)
+    path = found.path
     prices = load_user_config(os.environ).models
     try:
-        built = build_view(path, handle=_handle(files, path), prices=prices)
+        built = build_view_of(found.store, found.session, handle=_handle(found), prices=prices)
     except CorruptionError as error:
         corrupt(error, path, False)
     except OSError as error:
@@ -270,11 +283,14 @@ def view(session: str, output: str | None, open_page: bool, sessions_dir: str | 
         _open_in_browser(target)
 
 
-def _handle(files: FileStore, path: Path) -> str:
+def _handle(found: Found) -> str:
     """The session's handle when it lives in the store (handles are unique only among the store's sessions)."""
-    from tiny_agent.store import list_journals, session_id_of, shortest_handles
+    from tiny_agent.store import FileStore, list_journals, session_id_of, shortest_handles
 
-    if path.parent.resolve() != files.directory.resolve():
+    files, path = found.store, found.session.path
+    if path is None:
+        return files.handle(found.session.id)
+    if not isinstance(files, FileStore) or path.parent.resolve() != files.directory.resolve():
         return ""
     handles = shortest_handles([session_id_of(journal) or "" for journal in list_journals(files.directory)])
     return handles.get(session_id_of(path) or "", "")
@@ -315,10 +331,15 @@ def _open_in_browser(target: Path) -> None:
 
 
 def report(
-    all_sessions: bool, since: str | None, by: str, as_json: bool, html: str | None, sessions_dir: str | None
+    all_sessions: bool,
+    since: str | None,
+    by: str,
+    as_json: bool,
+    html: str | None,
+    sessions_dir: str | None,
+    store_url: str | None = None,
 ) -> None:
     """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""
-    from tiny_agent.catalog import report_entries
     from tiny_agent.report import build_report, parse_day, report_lines
     from tiny_agent.userconfig import load_user_config
 
@@ -328,9 +349,9 @@ def report(
         raise UsageError(f"--by {by!r}: choose day, model or session")
     grouping: Grouping = "day" if by == "day" else "model" if by == "model" else "session"
     first_day = parse_day(since) if since else None
-    files = store(sessions_dir)
+    files = Where(sessions_dir, store_url).store
     here = None if all_sessions else os.path.realpath(Path.cwd())
-    entries = report_entries(files.directory, cwd=here, progress=progress_bar("reading"))
+    entries = files.report_entries(cwd=here, progress=progress_bar("reading"))
     prices = load_user_config(os.environ).models
     figures = build_report(entries, by=grouping, since=first_day, prices=prices, cwd=here)
     if as_json:

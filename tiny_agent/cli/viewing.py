@@ -10,7 +10,7 @@ import typer
 
 from tiny_agent.cli import looking
 from tiny_agent.cli.app import app
-from tiny_agent.cli.common import SessionArgument, SessionsDirOption
+from tiny_agent.cli.common import SessionArgument, SessionsDirOption, StoreOption
 from tiny_agent.cli.looking import default_view_path, write_page
 
 __all__ = ["default_view_path", "report", "view", "write_page"]
@@ -29,9 +29,10 @@ def view(
     ),
     open_page: bool = typer.Option(False, "--open", help="Open the page in the default browser once written."),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Write one self-contained HTML page of a session: timeline, raw-vs-canonical panels, usage and cost charts."""
-    looking.view(session, output, open_page, sessions_dir)
+    looking.view(session, output, open_page, sessions_dir, store_url)
 
 
 @app.command()
@@ -46,6 +47,7 @@ def report(
         None, "--html", metavar="FILE", help="Write the figures with charts to this HTML file.", show_default=False
     ),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""
-    looking.report(all_sessions, since, by, as_json, html, sessions_dir)
+    looking.report(all_sessions, since, by, as_json, html, sessions_dir, store_url)

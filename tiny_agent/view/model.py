@@ -18,16 +18,16 @@ Reads the journal (twice more: audit and verify read it too); builds no HTML.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET
 
 from tiny_agent.api import anthropic, chat_stream, responses
 from tiny_agent.api.sse import looks_like_sse
-from tiny_agent.audit import AttemptAudit, AuditReport, Settled, audit
+from tiny_agent.audit import AttemptAudit, AuditReport, Settled, audit_chunks
 from tiny_agent.facts import (
     AbortRequested,
     AssistantEntry,
@@ -50,13 +50,16 @@ from tiny_agent.facts import (
     ToolStarted,
     UserEntry,
 )
-from tiny_agent.journal import committed_lines, facts
+from tiny_agent.journal import facts_of, lines_of
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.recovery import STEP_LIMIT_CODE
 from tiny_agent.transcript import Usage
 from tiny_agent.userconfig import ModelSettings
-from tiny_agent.verify import Verdict, verify
+from tiny_agent.verify import Verdict, verify_in
 from tiny_agent.view.cost import Cost, price
+
+if TYPE_CHECKING:
+    from tiny_agent.store import Session, Store
 
 FULL_ATTEMPTS: Final = 20
 """The first and the last this many attempts show their raw-vs-canonical panels."""
@@ -233,11 +236,27 @@ def build_view(
     rows: int = ROW_ATTEMPTS,
 ) -> SessionView:
     """Read the journal at ``path`` (raises CorruptionError if the reducer refuses it, OSError if unreadable)."""
-    report = audit(path)
-    verdict = verify(path)
-    header = _header(path, handle)
+    from tiny_agent.store import FileStore, Session, session_id_of
+
+    session = Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
+    return build_view_of(FileStore(path.parent), session, handle=handle, prices=prices, full=full, rows=rows)
+
+
+def build_view_of(
+    store: Store,
+    session: Session,
+    *,
+    handle: str,
+    prices: Mapping[str, ModelSettings],
+    full: int = FULL_ATTEMPTS,
+    rows: int = ROW_ATTEMPTS,
+) -> SessionView:
+    """Read a session of a store (raises CorruptionError if the reducer refuses it)."""
+    report = audit_chunks(store.chunks(session), session.name)
+    verdict = verify_in(store, session)
+    header = _header(store.chunks(session), session.name, handle)
     walk = _Walk(report, prices, full=max(0, full), rows=max(full, rows))
-    for _, transaction in facts(path):
+    for _, transaction in facts_of(store.chunks(session)):
         if not walk.transaction(transaction):
             break
     walk.finish()
@@ -254,20 +273,20 @@ def build_view(
     )
 
 
-def _header(path: Path, handle: str) -> Header:
-    for _, line in committed_lines(path):
+def _header(chunks: Iterable[bytes], name: str, handle: str) -> Header:
+    for _, line in lines_of(chunks):
         line_header = msgspec.json.decode(line, type=HeaderLine)
         return Header(
             id=line_header.id,
             handle=handle,
-            path=str(path),
+            path=name,
             version=line_header.version,
             created=line_header.createdAt,
             cwd=line_header.cwd,
             provider=line_header.provider,
             model=line_header.model,
         )
-    raise ValueError(f"{path}: no header line")  # unreachable: audit accepted the journal
+    raise ValueError(f"{name}: no header line")  # unreachable: audit accepted the journal
 
 
 def _sum_costs(attempts: list[AttemptView]) -> Cost:

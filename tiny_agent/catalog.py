@@ -29,9 +29,7 @@ from typing import Final, Literal
 import msgspec
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.journal import committed_lines, read_journal
-from tiny_agent.lineage import lineage_words
-from tiny_agent.links import Origin, Parent
+from tiny_agent.links import Origin, Parent, lineage_words
 from tiny_agent.render import outcome_summary
 from tiny_agent.state import IdleOperation, SessionState
 from tiny_agent.store import file_holder, list_journals, session_id_of, shortest_handles
@@ -215,7 +213,16 @@ def known_lengths(directory: Path) -> dict[str, int]:
     return {name: entry.size for name, entry in _load_index(directory).journals.items()}
 
 
+def read_journal(path: Path) -> SessionState:
+    """Every line of the journal folded; the fold is imported on first use, since a listing from a warm index needs none."""
+    from tiny_agent.journal import read_journal as fold_every_line
+
+    return fold_every_line(path)
+
+
 def summarize(path: Path) -> Summary:
+    from tiny_agent.journal import committed_lines
+
     session = session_id_of(path) or path.stem
     try:
         state = read_journal(path)

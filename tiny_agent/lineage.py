@@ -26,7 +26,7 @@ import msgspec
 from tiny_agent.errors import CorruptionError, NotFound, TinyAgentError, UsageError
 from tiny_agent.facts import HeaderLine, SealFact, encode_header
 from tiny_agent.ids import uuid7
-from tiny_agent.links import Origin, Parent
+from tiny_agent.links import lineage_words as lineage_words  # its home is links.py now; kept importable from here
 from tiny_agent.reducer import Fold
 from tiny_agent.state import CompactionOperation, RunOperation
 
@@ -447,15 +447,3 @@ class V2Export:
             return fact
         self.omitted.usage_moved += 1
         return {**fact, "attemptId": msgspec.Raw(_encode(moved))}
-
-
-# -- words ------------------------------------------------------------------------------------
-
-
-def lineage_words(origin: Origin | None, parent: Parent | None, parent_name: str | None = None) -> str | None:
-    """``fork of <parent> at line N`` or ``upgrade of <v2 file>``, for listings (None for a session made here)."""
-    if parent is not None:
-        return f"fork of {parent_name or parent.session} at line {parent.line}"
-    if origin is not None:
-        return f"upgrade of {origin.path}"
-    return None

@@ -34,3 +34,12 @@ class Parent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     """The fork holds the parent's facts of lines 2..``line``."""
     chain: str
     """The parent's chain through ``line``: the seal chain value (v3), or ``sha256:<hex>`` of its first ``line`` lines (v2)."""
+
+
+def lineage_words(origin: Origin | None, parent: Parent | None, parent_name: str | None = None) -> str | None:
+    """``fork of <parent> at line N`` or ``upgrade of <v2 file>``, for listings (None for a session made here)."""
+    if parent is not None:
+        return f"fork of {parent_name or parent.session} at line {parent.line}"
+    if origin is not None:
+        return f"upgrade of {origin.path}"
+    return None

@@ -33,13 +33,14 @@ import msgspec
 
 from tiny_agent import filestore
 from tiny_agent.errors import ConfigError, NotFound, UsageError
-from tiny_agent.facts import HeaderLine
 from tiny_agent.filestore import Durability
 from tiny_agent.ids import now_ms, uuid7
-from tiny_agent.journal import WRITER_VERSION, JournalWriter
 
 if TYPE_CHECKING:
+    # The journal (and with it the whole fold) is imported where a writer is made: listing
+    # sessions from a warm index, the commonest command, needs neither.
     from tiny_agent.catalog import Listed, ReportEntry
+    from tiny_agent.journal import JournalWriter
     from tiny_agent.reducer import Fold
 
 SESSIONS_DIR_ENV: Final = "TINY_AGENT_SESSIONS_DIR"
@@ -217,6 +218,9 @@ class FileStore:
         durability: Durability = "fsync",
     ) -> JournalWriter:
         """A new journal (its directory made private), named by its creation time and id, its lock held."""
+        from tiny_agent.facts import HeaderLine
+        from tiny_agent.journal import WRITER_VERSION, JournalWriter
+
         ensure_private_directory(self.directory)
         created = now_ms()
         session_id = uuid7(created)
@@ -304,6 +308,8 @@ def is_journal_path(reference: str) -> bool:
 
 def file_writer(path: Path, durability: Durability, folder: Callable[[Path], Fold] | None = None) -> JournalWriter:
     """A journal file's writer (the file named after its session must hold that session's header)."""
+    from tiny_agent.journal import JournalWriter
+
     return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
 
 

@@ -96,3 +96,60 @@ def postgres():
 def pg_url(postgres: Postgres) -> str:
     """A store URL whose tables live in a schema of this test's own."""
     return postgres.schema_url()
+
+
+# -- one suite, either store: what the agent and crash suites run against -------------------------------
+
+STORES = ("file", "postgres")
+
+
+class StoreUnderTest:
+    """Where a test's sessions live (a directory, or a scratch schema), and each journal's bytes as a file to check.
+
+    For PostgreSQL, :meth:`journals` writes each session's rows out as the
+    file the file store would hold (``<stamp>_<id>.jsonl``, fresh on every
+    call), so every check on a journal's bytes runs unchanged on both stores.
+    """
+
+    def __init__(self, kind: str, root: Path, url: str | None = None) -> None:
+        self.kind = kind
+        self.root = root
+        self.url = url
+
+    @property
+    def env(self) -> dict[str, str]:
+        if self.url is None:
+            return {"TINY_AGENT_SESSIONS_DIR": str(self.root / "sessions")}
+        return {"TINY_AGENT_STORE": self.url}
+
+    def journals(self) -> list[Path]:
+        if self.url is None:
+            return sorted((self.root / "sessions").glob("*.jsonl"))
+        import time
+
+        import psycopg
+
+        out = self.root / "exported"
+        out.mkdir(exist_ok=True)
+        for old in out.glob("*.jsonl"):
+            old.unlink()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('tiny_agent_sessions')").fetchone() == (None,):
+                return []
+            for session_id, created in conn.execute("SELECT id, created_at FROM tiny_agent_sessions").fetchall():
+                rows = conn.execute("SELECT bytes FROM tiny_agent_lines WHERE session_id = %s ORDER BY line", (session_id,))
+                stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(created / 1000))
+                (out / f"{stamp}_{session_id}.jsonl").write_bytes(b"".join(bytes(row[0]) + b"\n" for row in rows))
+        return sorted(out.glob("*.jsonl"))
+
+    def newest(self) -> Path | None:
+        found = self.journals()
+        return found[-1] if found else None
+
+
+@pytest.fixture(params=STORES)
+def store_under_test(request, tmp_path: Path) -> StoreUnderTest:
+    """Each test that asks for it runs once per store (the PostgreSQL run skips, saying why, without a server)."""
+    if request.param == "file":
+        return StoreUnderTest("file", tmp_path)
+    return StoreUnderTest("postgres", tmp_path, request.getfixturevalue("pg_url"))

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import replies
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, StoreUnderTest
 
 from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.loopback import LoopbackServer, Reply
@@ -52,6 +52,17 @@ class ScriptedModel:
         return Reply(body=body, delay=self.delay)
 
 
+_STORE: list[StoreUnderTest] = []
+
+
+@pytest.fixture(autouse=True)
+def store(store_under_test: StoreUnderTest):
+    """Every test here runs once per store: the helpers below name the sessions and read their journals through it."""
+    _STORE[:] = [store_under_test]
+    yield store_under_test
+    _STORE.clear()
+
+
 @pytest.fixture()
 def model():
     script = ScriptedModel()
@@ -70,9 +81,9 @@ def workspace(tmp_path) -> Path:
 
 def tiny(workspace: Path, server: LoopbackServer, *args: str, failpoint: str | None = None, wait: bool = True):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("TINY_AGENT_", "OPENROUTER_", "OPENAI_"))}
+    env.update(_store_of(workspace).env)
     env.update(
         PYTHONPATH=str(PROJECT_ROOT),
-        TINY_AGENT_SESSIONS_DIR=str(workspace.parent / "sessions"),
         TINY_AGENT_BASE_URL=server.base_url,
         TINY_AGENT_MODEL="test/model",
     )
@@ -85,8 +96,15 @@ def tiny(workspace: Path, server: LoopbackServer, *args: str, failpoint: str | N
 
 
 def journal_of(workspace: Path) -> Path | None:
-    found = sorted((workspace.parent / "sessions").glob("*.jsonl"))
-    return found[-1] if found else None
+    """The newest session's journal as a file (a database's rows written out as the file store would hold them)."""
+    return _store_of(workspace).newest()
+
+
+def _store_of(workspace: Path) -> StoreUnderTest:
+    """This module's store for the test; the file store beside the workspace for other modules using these helpers."""
+    if _STORE and _STORE[0].root == workspace.parent:
+        return _STORE[0]
+    return StoreUnderTest("file", workspace.parent)
 
 
 def side_effects(workspace: Path) -> int:
@@ -134,11 +152,17 @@ def resume_and_check(workspace: Path, server: LoopbackServer) -> None:
     assert resumed.returncode in (0, 1), resumed.stderr
     assert "Traceback" not in resumed.stderr
     check_recovered(workspace, server, before, requests_before, raws_before)
-    settled = path.read_bytes()
+    settled = _bytes_now(workspace)
     again = tiny(workspace, server, "resume", session, "--allow-bash")
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
-    assert path.read_bytes() == settled
+    assert _bytes_now(workspace) == settled
+
+
+def _bytes_now(workspace: Path) -> bytes:
+    path = journal_of(workspace)
+    assert path is not None
+    return path.read_bytes()
 
 
 FAILPOINTS = [
@@ -180,7 +204,10 @@ def test_resume_after_a_kill_at_every_failpoint(workspace, model, failpoint):
     assert path is not None
     state = read_journal(path)
     if failpoint.endswith(("run-started",)) and failpoint.startswith("mid-write"):
-        assert list(path.parent.glob("*.torn-*")), "the torn first transaction was kept in a sidecar"
+        if _STORE[0].kind == "file":
+            assert list(path.parent.glob("*.torn-*")), "the torn first transaction was kept in a sidecar"
+        else:
+            assert path.read_bytes().count(b"\n") == 1, "a transaction killed before its commit left no row"
         return
     reads = [message.content for message in state.transcript if type(message) is ToolMessage and message.tool_call_id.startswith("call_read")]
     if reads:
@@ -350,6 +377,8 @@ def test_sigkill_in_the_middle_of_a_stream_then_resume_asks_again(workspace):
         assert resumed.returncode == 0, resumed.stderr
         assert server.request_count == 2, "the step is asked again: its first response never landed"
         assert "Resumed." in resumed.stdout
+        path = journal_of(workspace)
+        assert path is not None
         ((_, fact),) = list(raw_facts(path))
         assert fact.raw.body is not None
         assert fact.raw.body.encode() == finished.body

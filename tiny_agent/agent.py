@@ -34,7 +34,7 @@ from msgspec import UNSET
 from tiny_agent import compaction, failpoints, transactions
 from tiny_agent.configuration import Configuration
 from tiny_agent.facts import Fact, RawResponse
-from tiny_agent.journal import JournalWriter, find_raw
+from tiny_agent.journal import JournalWriter, find_raw_in
 from tiny_agent.provider import Received, TransportError, raw_response
 from tiny_agent.recovery import (
     RETRYABLE_STATUSES,
@@ -363,7 +363,7 @@ class Driver:
     def _stored_raw(self, raw_id: str) -> RawResponse:
         if self._last_raw is not None and self._last_raw[0] == raw_id:
             return self._last_raw[1]
-        stored = find_raw(self.writer.path, raw_id)
+        stored = find_raw_in(self.writer.chunks(), raw_id)
         if stored is None:
             raise RuntimeError(f"raw fact {raw_id} is not in {self.writer.path.name}")
         return stored.raw

@@ -22,7 +22,7 @@ from msgspec import UNSET
 
 from tiny_agent import filestore
 from tiny_agent.catalog import upgrades_of
-from tiny_agent.errors import Busy, UsageError
+from tiny_agent.errors import Busy, Locked, UsageError
 from tiny_agent.facts import HeaderLine
 from tiny_agent.ids import now_ms, uuid7
 from tiny_agent.journal import WRITER_VERSION, SessionLocked, fold_chunks, holder_pid, is_locked, lines_of
@@ -81,40 +81,63 @@ class Source:
 # -- upgrade ----------------------------------------------------------------------------
 
 
-def upgrade(store: FileStore, path: Path, durability: Durability = "fsync") -> Made:
-    """Copy a v2 journal into a new v3 session whose header names it (``origin``); the v2 file is only read.
+def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> Made:
+    """Copy a v2 journal into a new v3 session whose header names it (``origin``); the v2 journal is only read.
 
     Refused while a writer holds the v2 journal (its run would go on in two
     places).  Upgrading the same bytes again finds the session made before.
     """
-    filestore.check_journal_file(path)
-    if is_locked(path):
-        raise SessionLocked(path, holder_pid(path))
-    source = Source(lambda: filestore.file_chunks(path))
-    if source.fold.profile.sealed:
-        raise UsageError(f"{path.name} is already a v{source.fold.version} journal: nothing to upgrade (resume it as it is)")
-    length = source.fold.committed_length
-    origin = Origin(path=os.path.realpath(path), length=length, sha256=prefix_digest(path, length))
-    earlier = upgrades_of(store.directory, origin)
-    if earlier:
-        return Made(session=store.resolve(earlier[0].path), origin=origin, already=True)
+    path = source.path
+    if path is not None:
+        filestore.check_journal_file(path)
+        if is_locked(path):
+            raise SessionLocked(path, holder_pid(path))
+    elif store.holder(source) is not None:
+        raise Locked(f"session {source.id} is being written by {store.holder(source)}; only one writer may hold a session")
+    name = Path(source.name).name
+    source_journal = Source(lambda: store.chunks(source))
+    if source_journal.fold.profile.sealed:
+        raise UsageError(f"{name} is already a v{source_journal.fold.version} journal: nothing to upgrade (resume it as it is)")
+    length = source_journal.fold.committed_length
+    where = os.path.realpath(path) if path is not None else f"{store.label}#{source.id}"
+    origin = Origin(path=where, length=length, sha256=_digest_of(store.chunks(source), length))
+    earlier = _upgrades_of(store, origin)
+    if earlier is not None:
+        return Made(session=earlier, origin=origin, already=True)
     created = now_ms()
-    header = _header_like(source.state.header, created, origin=origin)
-    session = store.create_from(header.id, created, upgraded(source.lines(), header, created), durability, "upgrade")
+    header = _header_like(source_journal.state.header, created, origin=origin)
+    session = store.create_from(header.id, created, upgraded(source_journal.lines(), header, created), durability, "upgrade")
     return Made(session=session, origin=origin)
 
 
-def prefix_digest(path: Path, length: int) -> str:
-    """``sha256:<hex>`` of a file's first ``length`` bytes (fewer if it is shorter)."""
+def _upgrades_of(store: Store, origin: Origin) -> Session | None:
+    """The session an earlier upgrade of exactly these bytes made, if the store holds one."""
+    if isinstance(store, FileStore):
+        earlier = upgrades_of(store.directory, origin)
+        return store.resolve(earlier[0].path) if earlier else None
+    rows = [row for row in store.listing() if row.lineage == lineage_words(origin, None)]
+    return next((store.resolve(row.session) for row in rows if _same_origin(store, row.session, origin)), None)
+
+
+def _same_origin(store: Store, session_id: str, origin: Origin) -> bool:
+    return Source(lambda: store.chunks(store.resolve(session_id))).state.origin == origin
+
+
+def _digest_of(chunks: Iterable[bytes], length: int) -> str:
     digest = hashlib.sha256()
     left = length
-    for chunk in filestore.file_chunks(path):
+    for chunk in chunks:
         piece = chunk[:left]
         digest.update(piece)
         left -= len(piece)
         if left <= 0:
             break
     return "sha256:" + digest.hexdigest()
+
+
+def prefix_digest(path: Path, length: int) -> str:
+    """``sha256:<hex>`` of a file's first ``length`` bytes (fewer if it is shorter)."""
+    return _digest_of(filestore.file_chunks(path), length)
 
 
 def _header_like(
@@ -137,7 +160,7 @@ def _header_like(
 # -- fork -----------------------------------------------------------------------------------
 
 
-def fork(store: FileStore, parent: Session, at: str, durability: Durability = "fsync") -> Made:
+def fork(store: Store, parent: Session, at: str, durability: Durability = "fsync") -> Made:
     """A new v3 session starting with the parent's facts through the line ``at`` names; its header names the parent.
 
     A point inside an open operation is refused (:func:`tiny_agent.lineage.inside_operation` says why and what would do).
@@ -152,6 +175,46 @@ def fork(store: FileStore, parent: Session, at: str, durability: Durability = "f
     header = _header_like(source.state.header, created, parent=link)
     session = store.create_from(header.id, created, forked(source.lines(), header, point.line, created), durability, "fork")
     return Made(session=session, parent=link, point=point)
+
+
+# -- import -----------------------------------------------------------------------------------
+
+
+class Imported(msgspec.Struct):
+    session: Session
+    already: bool = False
+    """The store held this very journal already (same id, same bytes): nothing new was stored."""
+    dropped: int = 0
+    """Bytes of a torn tail after the file's last newline, which are not part of the journal and were not stored."""
+
+
+def import_journal(store: Store, path: Path, durability: Durability = "fsync") -> Imported:
+    """Store a journal file as it is, once the fold accepts it whole; refused with the reducer's error otherwise.
+
+    The session keeps its id, so importing the same file again finds it
+    (``already``), and a different journal under an id the store holds is
+    refused: a session is never overwritten.
+    """
+    filestore.check_journal_file(path)
+    source = Source(lambda: filestore.file_chunks(path))
+    session_id = source.state.header.id
+    dropped = os.stat(path).st_size - source.fold.committed_length
+    lines = (line for _, line in source.lines())
+    try:
+        session = store.create_from(session_id, source.state.header.createdAt, lines, durability, "import")
+    except FileExistsError:
+        held = store.resolve(session_id)
+        if not _same_lines(store.chunks(held), source.lines()):
+            raise UsageError(
+                f"{store.label} already holds session {session_id} with other bytes; import never overwrites a session "
+                f"(`tiny-agent export {session_id}` shows the stored one)"
+            ) from None
+        return Imported(session=held, already=True, dropped=dropped)
+    return Imported(session=session, dropped=dropped)
+
+
+def _same_lines(chunks: Iterable[bytes], lines: Iterable[tuple[int, bytes]]) -> bool:
+    return all(a == b for a, b in itertools.zip_longest((line for _, line in lines_of(chunks)), (line for _, line in lines)))
 
 
 # -- export -----------------------------------------------------------------------------------

@@ -319,11 +319,17 @@ class JournalWriter:
         fold: Fold,
         clock: Callable[[], int] = now_ms,
         path: Path | None = None,
+        *,
+        reader: Callable[[], Iterable[bytes]] | None = None,
+        refold: Callable[[], Fold] | None = None,
     ) -> None:
+        """``reader`` gives the journal's committed bytes and ``refold`` folds them again (a store's own ways;
+        by default, the file at ``path``)."""
         self._appender = appender
         self._fold = fold
         self._clock = clock
-        self._refold: Callable[[], Fold] | None = None
+        self._reader = reader
+        self._refold: Callable[[], Fold] | None = refold
         self._poisoned: str | None = None
         self._attempts_refused: str | None = None
         """Why a transaction starting a model attempt is refused (a v2 journal opened to be continued)."""
@@ -339,6 +345,14 @@ class JournalWriter:
     @property
     def name(self) -> str:
         return self._appender.name
+
+    def chunks(self) -> Iterable[bytes]:
+        """The journal's committed bytes as its store holds them (what a writer reads back, e.g. a stored response)."""
+        return self._reader() if self._reader is not None else filestore.file_chunks(self.path)
+
+    def refuse_model_calls(self, why: str) -> None:
+        """Refuse every transaction that starts a model attempt, saying ``why`` (a v2 journal cannot record responses)."""
+        self._attempts_refused = why
 
     # -- opening files ---------------------------------------------------------------
 

@@ -383,12 +383,16 @@ class PgStore:
 
     def _writer(self, conn: Connection, session_id: str, fold: Fold) -> JournalWriter:
         appender = RowAppender(self, conn, session_id, fold.lines)
-        writer = JournalWriter(appender, fold, path=Path(session_id))
+        writer = JournalWriter(
+            appender,
+            fold,
+            path=Path(session_id),
+            reader=lambda: read_chunks(conn, session_id),
+            refold=lambda: fold_rows(conn, session_id),
+        )
         appender.fold_of = lambda: writer.fold
-        # The writer's seam has no public way to set these yet; they are what JournalWriter.open sets for a file.
-        writer._refold = lambda: fold_rows(conn, session_id)
         if "raw" not in fold.profile.fact_kinds:
-            writer._attempts_refused = cannot_record_responses(Path(session_id))
+            writer.refuse_model_calls(cannot_record_responses(Path(session_id)))
         return writer
 
     def create_from(

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Final
 import typer
 
 from tiny_agent.cli.app import app
-from tiny_agent.cli.common import SessionsDirOption, progress, resolve
-from tiny_agent.cli.driving import _display, _handle_of, _new_session, _newest_here, _open_idle, _runtime
+from tiny_agent.cli.basics import Found, Where
+from tiny_agent.cli.common import SessionsDirOption, StoreOption, progress
+from tiny_agent.cli.driving import _display, _runtime
 from tiny_agent.cli.settings import (
     AllowBashOption,
     AllowWriteOption,
@@ -43,6 +44,7 @@ from tiny_agent.cli.settings import (
     endpoint_for,
     recorded_target,
 )
+from tiny_agent.cli.writing import handle_of, new_session, newest_here, open_idle
 from tiny_agent.errors import UsageError
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ def chat(
     context_window: int | None = ContextWindowOption,
     compact_at: float = CompactAtOption,
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
     options = DriveOptions(
@@ -110,8 +113,9 @@ def chat(
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")
     chosen_durability = durability_of(options)
-    path = resolve(session, sessions_dir) if session is not None else _newest_here(sessions_dir) if continue_ else None
-    writer = _open_idle(path, chosen_durability, sessions_dir) if path is not None else None
+    where = Where(sessions_dir, store_url)
+    found = where.find(session) if session is not None else newest_here(where) if continue_ else None
+    writer = open_idle(found, chosen_durability) if found is not None else None
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
@@ -121,16 +125,16 @@ def chat(
             writer.close(seal=False)
         raise
     if writer is None:
-        writer = _new_session(endpoint, sessions_dir, chosen_durability)
-    progress(f"session {_handle_of(writer)} · {endpoint.name} · {endpoint.model} · /exit or Ctrl-D to leave")
+        writer = new_session(endpoint, where, chosen_durability)
+    progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model} · /exit or Ctrl-D to leave")
     try:
-        _loop(writer, runtime, display)
+        _loop(writer, runtime, display, where)
     finally:
         runtime.close()
         writer.close()
 
 
-def _loop(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None) -> None:
+def _loop(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None, where: Where) -> None:
     history = _History()
     while True:
         try:
@@ -145,7 +149,7 @@ def _loop(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | No
         if not text:
             continue
         if text.startswith("/"):
-            if _slash(text, writer, runtime):
+            if _slash(text, writer, runtime, where):
                 break
             continue
         _one_run(writer, runtime, display, line)
@@ -174,7 +178,7 @@ def _show(result: DriveResult, display: TerminalDisplay | None) -> None:
     sys.stdout.flush()
 
 
-def _slash(text: str, writer: JournalWriter, runtime: Runtime) -> bool:
+def _slash(text: str, writer: JournalWriter, runtime: Runtime, where: Where) -> bool:
     """Run a slash command; True to leave the chat."""
     from tiny_agent.render import transcript_lines, usage_summary
 
@@ -186,7 +190,7 @@ def _slash(text: str, writer: JournalWriter, runtime: Runtime) -> bool:
         for line in transcript_lines(writer.state):
             out.write(line + "\n")
     elif command == "/audit":
-        _audit(writer.path)
+        _audit(where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id))
     elif command == "/usage":
         out.write(f"usage: {usage_summary(writer.state.usage)}\n")
     elif command == "/tools":
@@ -202,11 +206,11 @@ def _slash(text: str, writer: JournalWriter, runtime: Runtime) -> bool:
     return False
 
 
-def _audit(path: Path) -> None:
-    from tiny_agent.audit import audit
+def _audit(found: Found) -> None:
+    from tiny_agent.audit import audit_chunks
     from tiny_agent.render import audit_lines
 
-    for line in audit_lines(audit(path)):
+    for line in audit_lines(audit_chunks(found.chunks(), found.name)):
         sys.stdout.write(line + "\n")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,16 +10,15 @@ from typing import TYPE_CHECKING
 import typer
 
 from tiny_agent.cli.app import app
+from tiny_agent.cli.basics import Found, Where
 from tiny_agent.cli.common import (
     SessionArgument,
     SessionsDirOption,
-    checkpointed,
+    StoreOption,
     corrupt,
     print_json,
     progress,
     read_input,
-    read_session,
-    resolve,
     store,
 )
 from tiny_agent.cli.settings import (
@@ -51,9 +49,9 @@ from tiny_agent.cli.settings import (
     system_prompt,
     timeouts_for,
 )
+from tiny_agent.cli.writing import handle_of, new_session, newest_here, open_idle, open_writer, refuse_if_held
 from tiny_agent.errors import (
     BlockedError,
-    Busy,
     CorruptionError,
     Interrupted,
     RunFailed,
@@ -62,36 +60,14 @@ from tiny_agent.errors import (
     Terminated,
     TinyAgentError,
     UsageError,
-    os_error,
 )
 
 if TYPE_CHECKING:
     from tiny_agent.agent import Driver, DriveResult, Runtime
-    from tiny_agent.journal import Durability, JournalWriter
+    from tiny_agent.journal import JournalWriter
     from tiny_agent.live import TerminalDisplay
     from tiny_agent.profiles import Endpoint
-
-
-def _open_writer(path: Path, durability: Durability, sessions_dir: str | None = None) -> JournalWriter:
-    """The session's writer; a journal named for another session than its header's is refused (MISNAMED).
-
-    A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.journal.JournalWriter.open`.
-    """
-    from tiny_agent.journal import JournalWriter
-    from tiny_agent.store import session_id_of
-
-    try:
-        folder = checkpointed(sessions_dir)
-        writer = JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
-    except CorruptionError as error:
-        corrupt(error, path, as_json=False)
-    except OSError as error:
-        raise os_error(error, str(path)) from None
-    if writer.repaired_tail is not None:
-        progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
-    if writer.tightened_mode is not None:
-        progress(f"{path.name} was readable by others (mode {writer.tightened_mode:o}); it is 0600 again")
-    return writer
+    from tiny_agent.store import Store
 
 
 def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult]) -> tuple[DriveResult, str | None]:
@@ -122,9 +98,10 @@ def _finish(
     as_json: bool,
     seal_failure: str | None,
     display: TerminalDisplay | None,
+    store: Store,
 ) -> None:
     """Print the outcome (the answer on stdout), then raise what the exit code must say."""
-    handle = _handle_of(writer)
+    handle = handle_of(writer, store)
     if as_json:
         print_json(
             {
@@ -159,18 +136,6 @@ def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
         raise stopped(f"run aborted; the journal records it cleanly (session {handle})")
     if result.status == "blocked":
         raise BlockedError(result.reason or "recovery is blocked")
-
-
-def _handle_of(writer: JournalWriter) -> str:
-    from tiny_agent.store import shortest_handles, tail_of
-
-    session_id = writer.state.header.id
-    directory = writer.path.parent
-    try:
-        siblings = [name.name.split("_", 1)[-1][:-6] for name in directory.glob("*_*.jsonl")]
-    except OSError:
-        return tail_of(session_id)[:8]
-    return shortest_handles([*siblings, session_id]).get(session_id, tail_of(session_id)[:8])
 
 
 def _read_prompt(prompt: str) -> str:
@@ -249,6 +214,7 @@ def run(
     context_window: int | None = ContextWindowOption,
     compact_at: float = CompactAtOption,
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (session, handle, outcome, reason, usage)."),
 ) -> None:
     """Run one prompt to completion, journaling everything; print the answer (progress goes to stderr)."""
@@ -276,8 +242,9 @@ def run(
     chosen_durability = durability_of(options)
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")
-    path = resolve(session, sessions_dir) if session is not None else _newest_here(sessions_dir) if continue_ else None
-    writer = _open_idle(path, chosen_durability, sessions_dir) if path is not None else None
+    where = Where(sessions_dir, store_url)
+    found = where.find(session) if session is not None else newest_here(where) if continue_ else None
+    writer = open_idle(found, chosen_durability) if found is not None else None
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
@@ -287,60 +254,19 @@ def run(
             writer.close(seal=False)
         raise
     if writer is None:
-        writer = _new_session(endpoint, sessions_dir, chosen_durability)
-    progress(f"session {_handle_of(writer)} · {endpoint.name} · {endpoint.model}")
+        writer = new_session(endpoint, where, chosen_durability)
+    progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model}")
     result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(text))
-    _finish(result, writer, as_json, seal_failure, display)
-
-
-def _newest_here(sessions_dir: str | None) -> Path:
-    from tiny_agent.catalog import list_sessions
-
-    here = os.path.realpath(Path.cwd())
-    rows = list_sessions(store(sessions_dir).directory, limit=1, cwd=here)
-    if not rows:
-        raise UsageError(f"--continue: no session was made in {here} yet; run without it to start one")
-    return Path(rows[0].path)
-
-
-def _open_idle(path: Path, durability: Durability, sessions_dir: str | None = None) -> JournalWriter:
-    """An idle session to start something new in: a model call comes next, so a v2 journal is refused, nothing written."""
-    from tiny_agent.journal import cannot_record_responses
-    from tiny_agent.state import IdleOperation
-
-    writer = _open_writer(path, durability, sessions_dir)
-    if writer.state.version < 3:
-        writer.close(seal=False)
-        raise BlockedError(cannot_record_responses(path, operation_open=type(writer.state.operation) is not IdleOperation))
-    if type(writer.state.operation) is not IdleOperation:
-        writer.close(seal=False)
-        raise Busy(f"{path.name} has an unfinished operation; finish it with `tiny-agent resume {path}`")
-    return writer
-
-
-def _new_session(endpoint: Endpoint, sessions_dir: str | None, durability: Durability) -> JournalWriter:
-    from tiny_agent.runtime import environment_identity
-
-    cwd = Path.cwd()
-    files = store(sessions_dir)
-    try:
-        return files.create(
-            cwd=os.path.realpath(cwd),
-            provider=endpoint.name,
-            model=endpoint.model,
-            environment_identity=environment_identity(cwd),
-            durability=durability,
-        )
-    except OSError as error:
-        raise os_error(error, f"cannot create a session in {files.label}") from None
+    _finish(result, writer, as_json, seal_failure, display, where.store)
 
 
 @app.command()
 def demo(
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Run a real session against a server on 127.0.0.1 (no network, no key), then replay it."""
-    from tiny_agent.cli.inspecting import print_human
+    from tiny_agent.cli.looking import print_found
     from tiny_agent.loopback import DEMO_MODEL, DEMO_PROMPT, LoopbackServer, demo_script
 
     with LoopbackServer(demo_script()) as server:
@@ -349,17 +275,19 @@ def demo(
         progress(f"a scripted Chat Completions server is listening on {server.base_url}")
         display = _display()
         runtime = _runtime(options, endpoint, display)
-        writer = _new_session(endpoint, sessions_dir, "fsync")
-        progress(f"new session {_handle_of(writer)} ({writer.path})")
+        where = Where(sessions_dir, store_url)
+        writer = new_session(endpoint, where, "fsync")
+        progress(f"new session {handle_of(writer, where.store)} ({writer.path})")
         progress(f"prompt: {DEMO_PROMPT}")
         result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(DEMO_PROMPT))
         requests = server.request_count
     if result.status != "completed" or seal_failure is not None:
-        _finish(result, writer, False, seal_failure, display)
-    handle = _handle_of(writer)
+        _finish(result, writer, False, seal_failure, display, where.store)
+    handle = handle_of(writer, where.store)
     out = sys.stdout
     out.write(f"\n=== replay of {writer.path} ===\n\n")
-    print_human(read_session(writer.path, sessions_dir), writer.path)
+    found = where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id)
+    print_found(found.state(), found)
     out.write(
         f"\nThe provider was asked {requests} times; each response is in the journal twice: raw, exactly as\n"
         f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
@@ -408,6 +336,7 @@ def resume(
     context_window: int | None = ContextWindowOption,
     compact_at: float = CompactAtOption,
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
 ) -> None:
     """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
@@ -436,11 +365,11 @@ def resume(
     if abort and dry_run:
         raise UsageError("--abort and --dry-run are exclusive")
     chosen_durability = durability_of(options)
-    path = resolve(session, sessions_dir)
+    found = Where(sessions_dir, store_url).find(session)
     if dry_run:
-        _plan_only(path, current_config, options, as_json, sessions_dir)
+        _plan_only(found, current_config, options, as_json)
         return
-    writer = _open_writer(path, chosen_durability, sessions_dir)
+    writer = open_writer(found, chosen_durability)
     if _idle(writer):
         return _close_idle(writer, as_json)
     try:
@@ -450,7 +379,7 @@ def resume(
     except TinyAgentError:
         writer.close(seal=False)
         raise
-    _resume_with(writer, runtime, abort, as_json, display)
+    _resume_with(writer, runtime, abort, as_json, display, found.store)
 
 
 def _idle(writer: JournalWriter) -> bool:
@@ -471,7 +400,9 @@ def _close_idle(writer: JournalWriter, as_json: bool) -> None:
     _say_nothing_to_do(as_json, path)
 
 
-def _resume_with(writer: JournalWriter, runtime: Runtime, abort: bool, as_json: bool, display: TerminalDisplay | None) -> None:
+def _resume_with(
+    writer: JournalWriter, runtime: Runtime, abort: bool, as_json: bool, display: TerminalDisplay | None, store: Store
+) -> None:
     path = writer.path
 
     def finish_it(driver: Driver) -> DriveResult:
@@ -490,7 +421,7 @@ def _resume_with(writer: JournalWriter, runtime: Runtime, abort: bool, as_json: 
         return
     if not as_json and result.status in ("completed", "aborted", "failed"):
         progress(f"session is idle again ({result.status})")
-    _finish(result, writer, as_json, seal_failure, display)
+    _finish(result, writer, as_json, seal_failure, display, store)
 
 
 def _say_nothing_to_do(as_json: bool, path: Path) -> None:
@@ -500,11 +431,11 @@ def _say_nothing_to_do(as_json: bool, path: Path) -> None:
         sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
 
 
-def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as_json: bool, sessions_dir: str | None) -> None:
+def _plan_only(found: Found, current_config: str | None, options: DriveOptions, as_json: bool) -> None:
     import msgspec
 
     from tiny_agent.agent import blocked_reason
-    from tiny_agent.journal import SessionLocked, cannot_record_responses, holder_pid, is_locked
+    from tiny_agent.journal import cannot_record_responses
     from tiny_agent.recovery import (
         IDLE_FINISH,
         Blocked,
@@ -516,10 +447,10 @@ def _plan_only(path: Path, current_config: str | None, options: DriveOptions, as
     )
     from tiny_agent.state import IdleOperation
 
-    if is_locked(path):
-        raise SessionLocked(path, holder_pid(path))
+    path = found.path
+    refuse_if_held(found)
     try:
-        state = read_session(path, sessions_dir)
+        state = found.state()
     except CorruptionError as error:
         corrupt(error, path, as_json)
     configuration = None
@@ -567,6 +498,7 @@ def compact(
     read_timeout: float | None = ReadTimeoutOption,
     stream_idle_timeout: float | None = StreamIdleTimeoutOption,
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
     options = DriveOptions(
@@ -584,7 +516,8 @@ def compact(
         keep=keep,
     )
     chosen_durability = durability_of(options)
-    writer = _open_idle(resolve(session, sessions_dir), chosen_durability, sessions_dir)
+    where = Where(sessions_dir, store_url)
+    writer = open_idle(where.find(session), chosen_durability)
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state), require_key=True)
         display = _display()
@@ -597,4 +530,4 @@ def compact(
     if result.status == "completed":
         after = len(writer.state.activeContext)
         progress(f"compacted: the model's context went from {before} messages to {after} (a summary and {after - 1} kept)")
-    _finish(result, writer, False, seal_failure, display)
+    _finish(result, writer, False, seal_failure, display, where.store)

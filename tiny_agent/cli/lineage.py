@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING
 import typer
 
 from tiny_agent.cli.app import app
-from tiny_agent.cli.common import JsonOption, SessionArgument, SessionsDirOption, corrupt, print_json, progress, resolve, store
+from tiny_agent.cli.basics import Where
+from tiny_agent.cli.common import JsonOption, SessionArgument, SessionsDirOption, StoreOption, corrupt, print_json, progress
 from tiny_agent.cli.settings import DurabilityOption
 from tiny_agent.errors import CorruptionError, UsageError, os_error
 
 if TYPE_CHECKING:
     from tiny_agent.filestore import Durability
-    from tiny_agent.interop import Made
-    from tiny_agent.store import FileStore
+    from tiny_agent.interop import Imported, Made
+    from tiny_agent.store import Store
 
 
 @app.command()
@@ -25,6 +26,7 @@ def upgrade(
     journal: str = typer.Argument(..., metavar="JOURNAL", help="The v2 journal: a path, or a session's handle or id."),
     durability: str = DurabilityOption,
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Continue a v2 journal in a new v3 session: its facts copied exactly (but for seq and seals), its origin in the header.
@@ -33,9 +35,10 @@ def upgrade(
     """
     from tiny_agent.interop import upgrade as upgrade_journal
 
-    path = resolve(journal, sessions_dir)
-    files = store(sessions_dir)
-    made = _made(path, lambda: upgrade_journal(files, path, _durability(durability)))
+    files = Where(sessions_dir, store_url).store
+    source = files.resolve(journal)
+    path = Path(source.name)
+    made = _made(path, lambda: upgrade_journal(files, source, _durability(durability)))
     handle = _handle(files, made)
     if as_json:
         shown = {"session": made.session.id, "handle": handle, "path": made.session.name, "origin": made.origin}
@@ -57,6 +60,7 @@ def fork(
     ),
     durability: str = DurabilityOption,
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Branch a session: a new v3 session starting with its facts through a point, its parent and place in the header.
@@ -65,7 +69,7 @@ def fork(
     """
     from tiny_agent.interop import fork as fork_session
 
-    files = store(sessions_dir)
+    files = Where(sessions_dir, store_url).store
     parent = files.resolve(session)
     path = Path(parent.name)
     made = _made(path, lambda: fork_session(files, parent, at, _durability(durability)))
@@ -87,11 +91,12 @@ def export(
         None, "--output", "-o", metavar="FILE", help="Write to this new file (never overwritten), not stdout."
     ),
     sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
 ) -> None:
     """Write a session's journal out: its exact bytes, or (--v2) as a v2 journal, saying on stderr what v2 leaves out."""
     from tiny_agent.interop import export_v2, write_file, write_stream
 
-    files = store(sessions_dir)
+    files = Where(sessions_dir, store_url).store
     found = files.resolve(session)
     path = Path(found.name)
     target = Path(output) if output is not None else None
@@ -132,5 +137,41 @@ def _made(path: Path, make: Callable[[], Made]) -> Made:
         raise os_error(error, str(path)) from None
 
 
-def _handle(files: FileStore, made: Made) -> str:
-    return files.handles().get(made.session.id, made.session.id)
+def _handle(files: Store, made: Made) -> str:
+    return files.handle(made.session.id)
+
+
+@app.command(name="import")
+def import_(
+    journal: str = typer.Argument(..., metavar="FILE", help="A journal file to store (- reads it from stdin)."),
+    durability: str = DurabilityOption,
+    sessions_dir: str | None = SessionsDirOption,
+    store_url: str | None = StoreOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Store a journal file as a session, byte for byte, once it verifies (a corrupt one is refused, exit 65).
+
+    The way back from `export`: a backup restored, or a session moved between stores.
+    """
+    from tiny_agent.interop import import_journal
+
+    files = Where(sessions_dir, store_url).store
+    path = Path(journal)
+    imported = _imported(path, lambda: import_journal(files, path, _durability(durability)))
+    handle = files.handle(imported.session.id)
+    if as_json:
+        print_json({"session": imported.session.id, "handle": handle, "path": imported.session.name, "already": imported.already})
+        return
+    done = "was already in" if imported.already else "stored in"
+    sys.stdout.write(f"{path} {done} {files.label} as session {handle} ({imported.session.id})\n")
+    if imported.dropped:
+        progress(f"its torn tail ({imported.dropped} bytes after the last newline, an interrupted write) was not stored")
+
+
+def _imported(path: Path, make: Callable[[], Imported]) -> Imported:
+    try:
+        return make()
+    except CorruptionError as error:
+        corrupt(error, path, as_json=False)
+    except OSError as error:
+        raise os_error(error, str(path)) from None

@@ -1,0 +1,109 @@
+"""Opening a session to write it, whatever the store: a new one, an idle one, the newest here, and naming it after.
+
+Shared by run, chat, resume and compact (:mod:`tiny_agent.cli.driving`,
+:mod:`tiny_agent.cli.chatting`).  A journal file is opened through its
+checkpoint when one checks out; a database's session is folded from its rows
+under the writer's lock.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tiny_agent.cli.basics import Found, Where, corrupt, progress
+from tiny_agent.errors import BlockedError, Busy, CorruptionError, Locked, UsageError, os_error
+
+if TYPE_CHECKING:
+    from tiny_agent.journal import Durability, JournalWriter
+    from tiny_agent.profiles import Endpoint
+    from tiny_agent.store import Store
+
+
+def open_writer(found: Found, durability: Durability) -> JournalWriter:
+    """The session's writer; a journal named for another session than its header's is refused (MISNAMED).
+
+    A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.journal.JournalWriter.open`.
+    """
+    checkpoints = found.checkpoints()
+    try:
+        writer = found.store.open_writer(found.session, durability, checkpoints.fold if checkpoints is not None else None)
+    except CorruptionError as error:
+        corrupt(error, found.path, as_json=False)
+    except OSError as error:
+        raise os_error(error, found.name) from None
+    if writer.repaired_tail is not None:
+        progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
+    if writer.tightened_mode is not None:
+        progress(f"{found.path.name} was readable by others (mode {writer.tightened_mode:o}); it is 0600 again")
+    return writer
+
+
+def open_idle(found: Found, durability: Durability) -> JournalWriter:
+    """An idle session to start something new in: a model call comes next, so a v2 journal is refused, nothing written."""
+    from tiny_agent.journal import cannot_record_responses
+    from tiny_agent.state import IdleOperation
+
+    writer = open_writer(found, durability)
+    path = found.path
+    if writer.state.version < 3:
+        writer.close(seal=False)
+        raise BlockedError(cannot_record_responses(path, operation_open=type(writer.state.operation) is not IdleOperation))
+    if type(writer.state.operation) is not IdleOperation:
+        writer.close(seal=False)
+        raise Busy(f"{path.name} has an unfinished operation; finish it with `tiny-agent resume {path}`")
+    return writer
+
+
+def newest_here(where: Where) -> Found:
+    """``--continue``: the newest session made in this directory."""
+    here = os.path.realpath(Path.cwd())
+    rows = where.store.listing(cwd=here, limit=1)
+    if not rows:
+        raise UsageError(f"--continue: no session was made in {here} yet; run without it to start one")
+    return where.find(rows[0].path)
+
+
+def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> JournalWriter:
+    from tiny_agent.runtime import environment_identity
+
+    cwd = Path.cwd()
+    files = where.store
+    try:
+        return files.create(
+            cwd=os.path.realpath(cwd),
+            provider=endpoint.name,
+            model=endpoint.model,
+            environment_identity=environment_identity(cwd),
+            durability=durability,
+        )
+    except OSError as error:
+        raise os_error(error, f"cannot create a session in {files.label}") from None
+
+
+def handle_of(writer: JournalWriter, store: Store) -> str:
+    """The writer's session's handle in the store (a journal file outside it: among its own directory's journals)."""
+    from tiny_agent.store import FileStore, shortest_handles, tail_of
+
+    session_id = writer.state.header.id
+    if not isinstance(store, FileStore) and writer.path.suffix != ".jsonl":
+        return store.handle(session_id)
+    directory = writer.path.parent
+    try:
+        siblings = [name.name.split("_", 1)[-1][:-6] for name in directory.glob("*_*.jsonl")]
+    except OSError:
+        return tail_of(session_id)[:8]
+    return shortest_handles([*siblings, session_id]).get(session_id, tail_of(session_id)[:8])
+
+
+def refuse_if_held(found: Found) -> None:
+    """LOCKED if a writer holds the session now (``resume --dry-run`` plans nothing for a session being written)."""
+    from tiny_agent.journal import SessionLocked, holder_pid
+
+    holder = found.store.holder(found.session)
+    if holder is None:
+        return
+    if found.session.path is not None:
+        raise SessionLocked(found.session.path, holder_pid(found.session.path))
+    raise Locked(f"session {found.session.id} is being written by {holder}; only one writer may hold a session")

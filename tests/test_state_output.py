@@ -117,3 +117,21 @@ def test_message_objects_are_shared_on_the_writer_journal_and_the_spec_example(t
     write_tool_session(path, runs=3)
     for data in (path.read_bytes(), example_bytes()):
         _message_sharing_holds(reduce_bytes(data))
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES) + sorted(EXAMPLE_JOURNALS))
+def test_json_pieces_join_to_the_bytes_of_to_json_bytes(name):
+    """``replay --json`` writes the state in pieces (no buffer of the whole output); joined, they are ``to_json_bytes``."""
+    state = _reduced(FIXTURES.get(name) or EXAMPLE_JOURNALS[name])
+    if state is None:
+        return
+    for batch in (1, 2, 3, 256):
+        assert b"".join(state.json_pieces(batch)) == state.to_json_bytes()
+
+
+def test_json_pieces_of_a_long_session_at_every_batch_size(tmp_path: Path):
+    path = tmp_path / "s.jsonl"
+    write_tool_session(path, runs=4)
+    state = reduce_bytes(path.read_bytes())
+    for batch in range(1, len(state.transcript) + 2):
+        assert b"".join(state.json_pieces(batch)) == state.to_json_bytes()

@@ -11,6 +11,7 @@ with it; treat them as read-only.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -222,6 +223,31 @@ class SessionState(msgspec.Struct):
             repairedLength=self.repairedLength,
         )
         return _encode(shape)
+
+    def json_pieces(self, batch: int = 256) -> Iterator[bytes]:
+        """:meth:`to_json_bytes` in pieces (joined, they are those bytes), ``batch`` messages at most per piece.
+
+        For writing a long session's state without one buffer that holds
+        every message's text again: the pieces are written and let go.
+        """
+        yield b'{"header":' + _encode(self.header) + b',"transcript":'
+        yield from json_array_pieces(self.transcript, batch)
+        yield b',"activeContext":'
+        yield from json_array_pieces(self.activeContext, batch)
+        tail = (b',"usage":', _encode(self.usage), b',"operation":', _encode(self.operation), b',"repairedLength":')
+        yield b"".join(tail) + _encode(self.repairedLength) + b"}"
+
+
+def json_array_pieces(items: Sequence[object], batch: int) -> Iterator[bytes]:
+    """``msgspec.json.encode(items)`` in pieces of at most ``batch`` items (joined, they are those bytes)."""
+    if not items:
+        yield b"[]"
+        return
+    for start in range(0, len(items), batch):
+        encoded = _encode(items[start : start + batch])
+        opening = b"[" if start == 0 else b","
+        closing = b"]" if start + batch >= len(items) else b""
+        yield opening + memoryview(encoded)[1:-1] + closing
 
 
 class _ConformanceShape(msgspec.Struct, gc=False):

@@ -58,17 +58,33 @@ def replay(
     if as_json:
         _write_state(state)
     elif messages:
-        print_json(state.activeContext)
+        _write_messages(state)
     else:
         print_found(state, found, full=full)
 
 
 def _write_state(state: SessionState) -> None:
-    """``{"ok":true,"state":...}``: the state encoded once, straight to bytes, and written as it is (never copied to frame it)."""
+    """``{"ok":true,"state":...}``, encoded straight from the state a batch of messages at a time.
+
+    No buffer holds the whole output: for a long session that would be one
+    more copy of every message's text.
+    """
     out = sys.stdout.buffer
     out.write(b'{"ok":true,"state":')
-    out.write(state.to_json_bytes())
+    for piece in state.json_pieces():
+        out.write(piece)
     out.write(b"}\n")
+    out.flush()
+
+
+def _write_messages(state: SessionState) -> None:
+    """The active context as a JSON array, a batch of messages at a time (like :func:`_write_state`)."""
+    from tiny_agent.state import json_array_pieces
+
+    out = sys.stdout.buffer
+    for piece in json_array_pieces(state.activeContext, 256):
+        out.write(piece)
+    out.write(b"\n")
     out.flush()
 
 

@@ -4,8 +4,10 @@ A checkpoint is the whole fold at a line boundary (:mod:`tiny_agent.fold.snapsho
 the reduced state and the fold's bookkeeping), kept for a journal of the
 sessions directory in ``.tiny-agent-checkpoints/<journal name>.checkpoint``
 beside the sessions index (0600, in a 0700 directory, written whole through a
-staging file).  The file is one JSON line, its :class:`CheckpointKey`, then
-the snapshot (MessagePack).  The key says which bytes the snapshot folded and by which code:
+staging file).  The file is one JSON line, its :class:`CheckpointKey` (padded
+to :data:`KEY_SIZE` bytes, so that it can be written last), then the
+snapshot's frames (MessagePack, each after its length): a reader holds one
+frame's bytes at a time, never the whole snapshot.  The key says which bytes the snapshot folded and by which code:
 
 - ``length`` and ``prefix``: the journal's first ``length`` bytes (whole
   lines) and their SHA-256;
@@ -13,8 +15,8 @@ the snapshot (MessagePack).  The key says which bytes the snapshot folded and by
   next line's seal must carry;
 - ``fold``: a digest of the fold's own source (and Python's and msgspec's
   versions): a checkpoint made by other code is not read;
-- ``body``: the CRC-32 of the snapshot bytes that follow the key (a
-  checkpoint that rotted on disk must not decode into a wrong state).
+- ``body``: the CRC-32 of the frames that follow the key (a checkpoint that
+  rotted on disk must not restore into a wrong state).
 
 A checkpoint is used only when every check passes.  The journal prefix is
 hashed in full every time (in a thread, while the snapshot is decoded): a
@@ -52,11 +54,11 @@ from tiny_agent.filestore import CHUNK_SIZE, NotAJournal
 from tiny_agent.fold.snapshot import (
     SNAPSHOT_FORMAT,
     SnapshotInvalid,
+    SnapshotReader,
     SnapshotRefused,
     capture,
-    decode_snapshot,
-    encode_snapshot,
     restore,
+    snapshot_frames,
 )
 from tiny_agent.journal import collector_paused, fold_file
 from tiny_agent.reducer import Fold, reduce_chunks
@@ -69,8 +71,10 @@ SUFFIX: Final = ".checkpoint"
 THRESHOLD_ENV: Final = "TINY_AGENT_CHECKPOINT_BYTES"
 DEFAULT_THRESHOLD: Final = 8 << 20
 """Folds that read less than this (8 MiB) leave no checkpoint: they are fast enough as they are."""
-KEY_PROBE: Final = 64 * 1024
-"""A key line is a few hundred bytes; a file whose first LF is not within this is no checkpoint."""
+KEY_SIZE: Final = 1024
+"""The key line's room, LF included (the key is a few hundred bytes, padded with spaces)."""
+FRAME_LIMIT: Final = 1 << 30
+"""A frame is a few MB; a length beyond this is a corrupt file, not an allocation to attempt."""
 SEAL_PROBE: Final = 1 << 20
 """How far past a v3 checkpoint the next line's end (and its seal) is looked for before hashing the prefix."""
 
@@ -92,7 +96,7 @@ class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
     chain: str | None
     """v3: the chain through line ``lines``, which the seal of the next line must carry."""
     body: int
-    """The CRC-32 of the snapshot bytes after the key line."""
+    """The CRC-32 of the frames after the key line."""
 
 
 class Unusable(Exception):
@@ -189,7 +193,7 @@ class Checkpoints:
         if identity is None or prefix.length != fold.committed_length:
             return
         try:
-            body = encode_snapshot(capture(fold))
+            snapshot = capture(fold)
         except SnapshotRefused:
             return
         key = CheckpointKey(
@@ -201,9 +205,9 @@ class Checkpoints:
             lines=fold.lines,
             prefix=prefix.value(),
             chain=fold.chain if fold.profile.sealed else None,
-            body=zlib.crc32(body),
+            body=0,
         )
-        _write_whole(where, (msgspec.json.encode(key), b"\n", body))
+        _write_checkpoint(where, key, snapshot_frames(snapshot))
 
 
 class Resumed(msgspec.Struct):
@@ -227,19 +231,18 @@ def _resumed(where: Path, fd: int, size: int) -> Resumed:
             raise Unusable(f"covers {key.length} bytes but the journal has {size} (truncated or replaced?)")
         if key.chain is not None and not _next_seal_carries(fd, key.length, size, key.chain):
             raise Unusable("does not match the journal (the next line's seal carries another chain)")
-        body = _read_rest(checkpoint, body_start)
-    hashing = _Hashing(fd, key.length, body)
-    failure: Unusable | None = None
-    try:
-        fold = restore(decode_snapshot(body))
-    except SnapshotInvalid as invalid:
-        failure = Unusable(f"is corrupt ({invalid})")
-    del body
-    prefix, body_digest = hashing.result()
+        hashing = _Hashing(fd, key.length)
+        reader = SnapshotReader()
+        try:
+            body_digest = _read_frames(checkpoint, body_start, reader)
+        finally:
+            prefix = hashing.result()
     if body_digest != key.body:
         raise Unusable("is corrupt (its body's digest differs)")
-    if failure is not None:
-        raise failure
+    try:
+        fold = restore(reader.snapshot())
+    except SnapshotInvalid as invalid:
+        raise Unusable(f"is corrupt ({invalid})") from None
     if "sha256:" + prefix.hexdigest() != key.prefix:
         raise Unusable(f"does not match the journal (its first {key.length} bytes changed)")
     if fold.committed_length != key.length or fold.lines != key.lines or fold.state.header.id != key.session:
@@ -248,12 +251,11 @@ def _resumed(where: Path, fd: int, size: int) -> Resumed:
 
 
 def _key_of(fd: int) -> tuple[CheckpointKey, int]:
-    head = os.pread(fd, KEY_PROBE, 0)
-    end = head.find(b"\n")
-    if end == -1:
+    head = os.pread(fd, KEY_SIZE, 0)
+    if len(head) != KEY_SIZE or head[-1:] != b"\n":
         raise Unusable("is corrupt (no key line)")
     try:
-        return msgspec.json.decode(head[:end], type=CheckpointKey), end + 1
+        return msgspec.json.decode(head.rstrip(b" \n"), type=CheckpointKey), KEY_SIZE
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
         raise Unusable(f"is corrupt (its key: {error})") from None
 
@@ -270,37 +272,30 @@ def _next_seal_carries(fd: int, start: int, size: int, chain: str) -> bool:
 
 
 class _Hashing:
-    """SHA-256 of the journal's first ``length`` bytes and the CRC-32 of the checkpoint's body, in a thread.
+    """SHA-256 of the journal's first ``length`` bytes, in a thread.
 
     hashlib and file reads release the GIL, so on a second core this runs
     while the main thread decodes the snapshot, and costs no time there.
     """
 
-    def __init__(self, fd: int, length: int, body: bytes) -> None:
+    def __init__(self, fd: int, length: int) -> None:
         self._fd = os.dup(fd)
         self._length = length
-        self._body: bytes | None = body
         self._prefix: hashlib._Hash | None = None
-        self._body_digest = 0
         self._error: OSError | None = None
         self._thread = threading.Thread(target=self._run, name="checkpoint-digest", daemon=True)
         self._thread.start()
 
-    def result(self) -> tuple[hashlib._Hash, int]:
-        """The prefix's digest (to extend over the tail) and the body's; raises the OSError that reading met."""
+    def result(self) -> hashlib._Hash:
+        """The prefix's digest (to extend over the tail); raises the OSError that reading met."""
         self._thread.join()
         if self._error is not None:
             raise self._error
         if self._prefix is None:
             raise RuntimeError("the digest thread ended without a digest")
-        return self._prefix, self._body_digest
+        return self._prefix
 
     def _run(self) -> None:
-        body = self._body
-        self._body = None
-        if body is not None:
-            self._body_digest = zlib.crc32(body)
-        del body
         try:
             self._prefix = _digest_of_range(self._fd, self._length)
         except OSError as error:
@@ -391,29 +386,55 @@ def _open_checkpoint(where: Path) -> Iterator[int]:
         os.close(fd)
 
 
-def _read_rest(fd: int, start: int) -> bytes:
+def _read_frames(fd: int, start: int, reader: SnapshotReader) -> int:
+    """Feed the checkpoint's frames to ``reader`` one at a time; their CRC-32."""
     size = os.fstat(fd).st_size
-    data = os.pread(fd, size - start, start)
-    if len(data) != size - start:
-        raise Unusable("is corrupt (shorter than its size)")
-    return data
+    crc = 0
+    position = start
+    while position < size:
+        length_bytes = os.pread(fd, 4, position)
+        length = int.from_bytes(length_bytes, "big")
+        if len(length_bytes) != 4 or length > FRAME_LIMIT or position + 4 + length > size:
+            raise Unusable("is corrupt (a frame runs past its end)")
+        frame = os.pread(fd, length, position + 4)
+        crc = zlib.crc32(frame, zlib.crc32(length_bytes, crc))
+        try:
+            reader.feed(frame)
+        except SnapshotInvalid as invalid:
+            raise Unusable(f"is corrupt ({invalid})") from None
+        position += 4 + length
+    return crc
 
 
-def _write_whole(where: Path, parts: tuple[bytes, ...]) -> None:
-    """Write a checkpoint 0600 through a staging file; a directory that refuses it only costs speed."""
+def _write_checkpoint(where: Path, key: CheckpointKey, frames: Iterator[bytes]) -> None:
+    """Write a checkpoint 0600 through a staging file, frame by frame, its key last; refusal only costs speed."""
     directory = where.parent
     staging = directory / f".{where.name}.{os.getpid()}.new"
     try:
         _private_directory(directory)
         fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as file:
-            for part in parts:
-                file.write(part)
+            file.write(b" " * (KEY_SIZE - 1) + b"\n")
+            crc = 0
+            for frame in frames:
+                length = len(frame).to_bytes(4, "big")
+                crc = zlib.crc32(frame, zlib.crc32(length, crc))
+                file.write(length)
+                file.write(frame)
+            file.seek(0)
+            file.write(_key_line(msgspec.structs.replace(key, body=crc)))
         os.replace(staging, where)
     except OSError:
         # A checkpoint is a cache, like the sessions index: a full or read-only directory only costs speed.
         with contextlib.suppress(OSError):
             staging.unlink(missing_ok=True)
+
+
+def _key_line(key: CheckpointKey) -> bytes:
+    encoded = msgspec.json.encode(key)
+    if len(encoded) >= KEY_SIZE:
+        raise OSError(0, "the checkpoint's key does not fit its room")
+    return encoded + b" " * (KEY_SIZE - 1 - len(encoded)) + b"\n"
 
 
 def _private_directory(directory: Path) -> None:

@@ -30,7 +30,7 @@ tool arguments that JSON cannot carry back unchanged.  Restoring refuses
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 import msgspec
@@ -111,7 +111,9 @@ class FoldSnapshot(msgspec.Struct, forbid_unknown_fields=True):
     """In the order they were started: a run's ``toolCalls`` are its calls, in this order."""
     configurations: list[Configuration]
     fact_ids: list[str]
-    reserved: dict[str, str]
+    """The IDs in use by facts other than entries (an entry's is its index record's)."""
+    reserved: dict[str, list[str]]
+    """Reserved IDs by what reserved them (restored sharing the one flavour string, and the books' ID strings)."""
     outstanding: list[str]
     used_pairs: list[tuple[str, int]]
 
@@ -217,8 +219,8 @@ def capture(fold: Fold) -> FoldSnapshot:
         attempts=[_attempt_row(book, fold._configurations) for book in fold._attempts.values()],
         tool_calls=tool_calls,
         configurations=list(fold._configurations.values()),
-        fact_ids=list(fold._fact_ids),
-        reserved=dict(fold._reserved),
+        fact_ids=[fact_id for fact_id in fold._fact_ids if fact_id not in state.entries],
+        reserved=_by_flavour(fold._reserved),
         outstanding=sorted(fold._outstanding),
         used_pairs=sorted(fold._used_pairs),
     )
@@ -294,6 +296,13 @@ def _check_derivable(fold: Fold, tool_calls: list[ToolCallState]) -> None:
         expected = started.get(operation_id, [])
         if len(calls) != len(expected) or any(ours is not theirs for ours, theirs in zip(calls, expected, strict=True)):
             raise SnapshotRefused(f"operation {operation_id}'s tool calls are not the calls it started")
+
+
+def _by_flavour(reserved: dict[str, str]) -> dict[str, list[str]]:
+    flavours: dict[str, list[str]] = {}
+    for reserved_id, flavour in reserved.items():
+        flavours.setdefault(flavour, []).append(reserved_id)
+    return flavours
 
 
 def _operation_row(book: OperationBook) -> RunRow | CompactionRow:
@@ -384,11 +393,25 @@ def _restored(snapshot: FoldSnapshot, fold: Fold) -> Fold:
     fold._current = None if snapshot.current is None else fold._operations[snapshot.current]
     state.operation = IDLE if fold._current is None else fold._current.state
     fold._fact_ids = set(snapshot.fact_ids)
-    fold._reserved = snapshot.reserved
+    fold._fact_ids.update(state.entries)
+    fold._reserved = _reserved(snapshot.reserved, attempts)
     fold._outstanding = set(snapshot.outstanding)
     fold._used_pairs = set(snapshot.used_pairs)
     fold.state = state
     return fold
+
+
+def _reserved(flavours: dict[str, list[str]], attempts: dict[str | None, AttemptBook]) -> dict[str, str]:
+    """The reservations, keyed by the attempt books' own ID strings where they are the same IDs (not a second copy of each)."""
+    known: dict[str, str] = {}
+    for attempt in attempts.values():
+        known[attempt.id] = attempt.id
+        known[attempt.step_id] = attempt.step_id
+        known[attempt.operation_id] = attempt.operation_id
+    reserved: dict[str, str] = {}
+    for flavour, ids in flavours.items():
+        reserved.update(dict.fromkeys([known.get(reserved_id, reserved_id) for reserved_id in ids], flavour))
+    return reserved
 
 
 def _context(transcript: list[Message], positions: list[int] | None, extra: list[Message]) -> list[Message]:
@@ -473,22 +496,70 @@ def _operations(
 #
 # MessagePack, not JSON: strings are stored as UTF-8 without escapes, which
 # decodes a fifth faster, and a float (an infinity in tool arguments) keeps
-# its exact value.
+# its exact value.  A snapshot is a sequence of frames: its head (all but the
+# entries), then the entries a few thousand at a time, so a reader holds one
+# frame's bytes at a time besides what it restores, never the whole snapshot.
+
+ENTRIES_PER_FRAME: Final = 4096
+
+
+def snapshot_frames(snapshot: FoldSnapshot) -> Iterator[bytes]:
+    """The snapshot's frames: its head, then its entries in slices of :data:`ENTRIES_PER_FRAME`."""
+    entries = snapshot.entries
+    yield msgspec.msgpack.encode(msgspec.structs.replace(snapshot, entries=[]))
+    for start in range(0, len(entries), ENTRIES_PER_FRAME):
+        yield msgspec.msgpack.encode(entries[start : start + ENTRIES_PER_FRAME])
+
+
+class SnapshotReader:
+    """Takes a snapshot's frames one by one (see :func:`snapshot_frames`); then :meth:`snapshot` is the whole of it."""
+
+    def __init__(self) -> None:
+        self._head: FoldSnapshot | None = None
+        self._entries: list[AppliedEntry] = []
+
+    def feed(self, frame: bytes | memoryview) -> None:
+        """Raises :class:`SnapshotInvalid` for a frame that does not decode."""
+        try:
+            if self._head is None:
+                self._head = _head_decoder().decode(frame)
+            else:
+                self._entries.extend(_entries_decoder().decode(frame))
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise SnapshotInvalid(f"not a snapshot ({error})") from None
+
+    def snapshot(self) -> FoldSnapshot:
+        if self._head is None:
+            raise SnapshotInvalid("no frame at all")
+        self._head.entries = self._entries
+        return self._head
 
 
 def encode_snapshot(snapshot: FoldSnapshot) -> bytes:
-    return msgspec.msgpack.encode(snapshot)
+    """The frames, each after its length (4 bytes, big-endian): what :func:`decode_snapshot` reads."""
+    return b"".join(len(frame).to_bytes(4, "big") + frame for frame in snapshot_frames(snapshot))
 
 
-def decode_snapshot(data: bytes | memoryview) -> FoldSnapshot:
-    """Raises :class:`SnapshotInvalid` for bytes that do not decode as a snapshot."""
-    try:
-        return _decoder().decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as error:
-        raise SnapshotInvalid(f"not a snapshot ({error})") from None
+def decode_snapshot(data: bytes) -> FoldSnapshot:
+    """Raises :class:`SnapshotInvalid` for bytes that are not :func:`encode_snapshot`'s."""
+    reader = SnapshotReader()
+    view = memoryview(data)
+    position = 0
+    while position < len(data):
+        end = position + 4 + int.from_bytes(view[position : position + 4], "big")
+        if end > len(data):
+            raise SnapshotInvalid("a frame runs past the end")
+        reader.feed(view[position + 4 : end])
+        position = end
+    return reader.snapshot()
 
 
 @functools.cache
-def _decoder() -> msgspec.msgpack.Decoder[FoldSnapshot]:
+def _head_decoder() -> msgspec.msgpack.Decoder[FoldSnapshot]:
     """Built on first use: it costs milliseconds that a command which never restores should not pay."""
     return msgspec.msgpack.Decoder(FoldSnapshot)
+
+
+@functools.cache
+def _entries_decoder() -> msgspec.msgpack.Decoder[list[AppliedEntry]]:
+    return msgspec.msgpack.Decoder(list[AppliedEntry])

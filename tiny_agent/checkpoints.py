@@ -51,20 +51,15 @@ import msgspec
 
 from tiny_agent.errors import UsageError
 from tiny_agent.filestore import CHUNK_SIZE, NotAJournal
-from tiny_agent.fold.snapshot import (
-    SNAPSHOT_FORMAT,
-    SnapshotInvalid,
-    SnapshotReader,
-    SnapshotRefused,
-    capture,
-    restore,
-    snapshot_frames,
-)
 from tiny_agent.journal import collector_paused, fold_file
 from tiny_agent.reducer import Fold, reduce_chunks
 
 if TYPE_CHECKING:
+    from tiny_agent.fold.snapshot import SnapshotReader
     from tiny_agent.state import SessionState
+
+# tiny_agent.fold.snapshot is imported where a checkpoint is read or written: most folds
+# (small journals, no checkpoint yet) need neither, and a command should not pay to load it.
 
 CHECKPOINTS_DIR: Final = ".tiny-agent-checkpoints"
 SUFFIX: Final = ".checkpoint"
@@ -189,6 +184,8 @@ class Checkpoints:
 
     def _save(self, where: Path, fold: Fold, prefix: PrefixDigest) -> None:
         """Write the fold's checkpoint; a fold that cannot be stored, or a directory that refuses it, only costs speed."""
+        from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotRefused, capture, snapshot_frames
+
         identity = fold_identity()
         if identity is None or prefix.length != fold.committed_length:
             return
@@ -220,11 +217,13 @@ class Resumed(msgspec.Struct):
 
 def _resumed(where: Path, fd: int, size: int) -> Resumed:
     """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError."""
-    identity = fold_identity()
-    if identity is None:
-        raise Unusable("cannot be checked (the fold's source is unreadable)")
     with _open_checkpoint(where) as checkpoint:
+        from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, SnapshotReader, restore
+
         key, body_start = _key_of(checkpoint)
+        identity = fold_identity()
+        if identity is None:
+            raise Unusable("cannot be checked (the fold's source is unreadable)")
         if key.format != SNAPSHOT_FORMAT or key.fold != identity:
             raise Unusable("was made by another version of tiny-agent")
         if key.length > size:
@@ -388,6 +387,8 @@ def _open_checkpoint(where: Path) -> Iterator[int]:
 
 def _read_frames(fd: int, start: int, reader: SnapshotReader) -> int:
     """Feed the checkpoint's frames to ``reader`` one at a time; their CRC-32."""
+    from tiny_agent.fold.snapshot import SnapshotInvalid
+
     size = os.fstat(fd).st_size
     crc = 0
     position = start

@@ -191,13 +191,13 @@ class Restores:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        real = checkpoints.restore
+        real = snapshots.restore
 
         def counting(snapshot: snapshots.FoldSnapshot) -> Fold:
             self.count += 1
             return real(snapshot)
 
-        monkeypatch.setattr(checkpoints, "restore", counting)
+        monkeypatch.setattr(snapshots, "restore", counting)
 
 
 SESSION = "0190f5e2-7c00-7a00-8a00-000000000001"

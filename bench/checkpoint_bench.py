@@ -117,6 +117,8 @@ def grown_session(source: Path, tail_bytes: int) -> tuple[Path, Path]:
     cut = data.rindex(b"\n", 0, len(data) - tail_bytes) + 1
     path.write_bytes(data[:cut])
     del data
+    for stale in (sessions / ".tiny-agent-checkpoints").glob("*"):
+        stale.unlink()
     env = {**os.environ, "TINY_AGENT_CHECKPOINT_BYTES": "0"}
     subprocess.run(
         [sys.executable, "-m", "tiny_agent", "replay", str(path), "--json", "--sessions-dir", str(sessions)],

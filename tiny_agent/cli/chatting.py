@@ -28,7 +28,6 @@ from tiny_agent.cli.settings import (
     CompactAtOption,
     ConnectTimeoutOption,
     ContextWindowOption,
-    DriveOptions,
     DurabilityOption,
     MaxStepsOption,
     MaxTokensOption,
@@ -40,6 +39,7 @@ from tiny_agent.cli.settings import (
     StreamIdleTimeoutOption,
     StreamOption,
     SystemOption,
+    drive_options,
     durability_of,
     endpoint_for,
     recorded_target,
@@ -90,26 +90,7 @@ def chat(
     store_url: str | None = StoreOption,
 ) -> None:
     """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
-    options = DriveOptions(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        api=api,
-        system=system,
-        allow_bash=allow_bash,
-        allow_write=allow_write,
-        stream=stream,
-        max_tokens=max_tokens,
-        retries=retries,
-        retry_wait=retry_wait,
-        max_steps=max_steps,
-        durability=durability,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
-        context_window=context_window,
-        compact_at=compact_at,
-    )
+    options = drive_options(locals())
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")
     chosen_durability = durability_of(options)

@@ -42,6 +42,7 @@ from tiny_agent.cli.settings import (
     StreamOption,
     SystemOption,
     compacting_for,
+    drive_options,
     durability_of,
     endpoint_for,
     policy_for,
@@ -218,26 +219,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (session, handle, outcome, reason, usage)."),
 ) -> None:
     """Run one prompt to completion, journaling everything; print the answer (progress goes to stderr)."""
-    options = DriveOptions(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        api=api,
-        system=system,
-        allow_bash=allow_bash,
-        allow_write=allow_write,
-        stream=stream,
-        max_tokens=max_tokens,
-        retries=retries,
-        retry_wait=retry_wait,
-        max_steps=max_steps,
-        durability=durability,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
-        context_window=context_window,
-        compact_at=compact_at,
-    )
+    options = drive_options(locals())
     text = _read_prompt(prompt)
     chosen_durability = durability_of(options)
     if session is not None and continue_:
@@ -340,26 +322,7 @@ def resume(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
 ) -> None:
     """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
-    options = DriveOptions(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        api=api,
-        system=system,
-        allow_bash=allow_bash,
-        allow_write=allow_write,
-        stream=stream,
-        max_tokens=max_tokens,
-        retries=retries,
-        retry_wait=retry_wait,
-        max_steps=max_steps,
-        durability=durability,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
-        context_window=context_window,
-        compact_at=compact_at,
-    )
+    options = drive_options(locals())
     if current_config is not None and not dry_run:
         raise UsageError("--current-config only plans; add --dry-run")
     if abort and dry_run:
@@ -501,20 +464,7 @@ def compact(
     store_url: str | None = StoreOption,
 ) -> None:
     """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
-    options = DriveOptions(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        api=api,
-        stream=stream,
-        retries=retries,
-        retry_wait=retry_wait,
-        durability=durability,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        stream_idle_timeout=stream_idle_timeout,
-        keep=keep,
-    )
+    options = drive_options(locals())
     chosen_durability = durability_of(options)
     where = Where(sessions_dir, store_url)
     writer = open_idle(where.find(session), chosen_durability)

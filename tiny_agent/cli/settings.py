@@ -9,7 +9,8 @@ byte is written, so a bad flag or a missing key leaves nothing behind.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import typer
@@ -133,6 +134,16 @@ class DriveOptions(msgspec.Struct, frozen=True, kw_only=True):
     context_window: int | None = None
     compact_at: float = 0.8
     keep: int | None = None
+
+
+def drive_options(parameters: Mapping[str, Any]) -> DriveOptions:
+    """The driving flags among a command's parameters (``drive_options(locals())``, first thing in the command).
+
+    run, resume, chat and compact take these flags under the names of
+    DriveOptions' fields; picking them by name keeps each command from listing
+    all of them a second time.
+    """
+    return DriveOptions(**{name: parameters[name] for name in DriveOptions.__struct_fields__ if name in parameters})
 
 
 def endpoint_for(options: DriveOptions, recorded: RoutingTarget | None, *, require_key: bool) -> Endpoint:

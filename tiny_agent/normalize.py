@@ -385,14 +385,29 @@ def dropped_paths(body: Any, derivation: UsageDerivation) -> list[str]:
     if calls is not None:
         kept_message["tool_calls"] = [_KEPT_CALL] * len(calls)
     shape = {"choices": [{"message": kept_message, "finish_reason": None}], "usage": kept_usage}
-    paths: list[str] = []
-    _walk(body, shape, "", paths)
-    return paths
+    return unkept_paths(body, shape)
+
+
+DROPPED: Final = object()
+"""In a kept shape: a member of which nothing is kept (listed whole)."""
+
+
+def unkept_paths(value: Any, kept: Any, path: str = "") -> list[str]:
+    """The JSON paths of members of ``value`` outside the ``kept`` shape, in document order, shallowest first.
+
+    In a shape, ``None`` keeps a member whole, a dict or a list keeps the
+    members it names, and :data:`DROPPED` keeps nothing of it.
+    """
+    out: list[str] = []
+    _walk(value, kept, path, out)
+    return out
 
 
 def _walk(value: Any, kept: Any, path: str, out: list[str]) -> None:
-    """Report members of ``value`` absent from the ``kept`` shape (None = kept whole)."""
     if kept is None:
+        return
+    if kept is DROPPED:
+        out.append(path)
         return
     if type(value) is dict and type(kept) is dict:
         for key, member in value.items():

@@ -28,7 +28,6 @@ from msgspec import UNSET, UnsetType
 
 from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.seam import (
-    DROPPED,
     NormalizedStream,
     Reassembly,
     Reject,
@@ -44,12 +43,11 @@ from tiny_agent.api.seam import (
     require_text,
     stream_text,
     text_member,
-    unkept_paths,
     usage_object,
 )
 from tiny_agent.api.sse import parse_events
 from tiny_agent.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.normalize import Accepted, AnthropicUsageDerivation, Outcome, Rejected
+from tiny_agent.normalize import DROPPED, Accepted, AnthropicUsageDerivation, Outcome, Rejected, unkept_paths
 from tiny_agent.tools import ToolSpec
 from tiny_agent.transcript import (
     SYNTHETIC_TEXTS,

@@ -27,7 +27,6 @@ from msgspec import UNSET, UnsetType
 
 from tiny_agent.api.request import RequestOptions, WireRequest
 from tiny_agent.api.seam import (
-    DROPPED,
     NormalizedStream,
     Reassembly,
     Reject,
@@ -42,11 +41,10 @@ from tiny_agent.api.seam import (
     require_text,
     stream_text,
     text_member,
-    unkept_paths,
     usage_object,
 )
 from tiny_agent.api.sse import parse_events
-from tiny_agent.normalize import Accepted, Outcome, Rejected, ResponsesUsageDerivation
+from tiny_agent.normalize import DROPPED, Accepted, Outcome, Rejected, ResponsesUsageDerivation, unkept_paths
 from tiny_agent.tools import ToolSpec
 from tiny_agent.transcript import AssistantMessage, FunctionCall, Message, StopReason, ToolCall, ToolMessage, UserMessage
 from tiny_agent.wording import MISSING, error_text, short

@@ -15,7 +15,7 @@ by the seam that raised it.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
@@ -26,7 +26,6 @@ from tiny_agent.wording import MISSING, kind, short
 
 """A member that is absent (as opposed to present and null)."""
 
-DROPPED: Final = object()
 """In a kept shape: this member was not carried at all (listed as one path)."""
 
 
@@ -155,42 +154,6 @@ def details_object(container: dict[str, Any], key: str, where: str, problems: li
         problems.append(f"{where} is {kind(details)} (expected an object)")
         return {}
     return details
-
-
-# -- what was not kept --------------------------------------------------------
-
-
-def unkept_paths(value: Any, kept: Any, path: str = "") -> list[str]:
-    """The JSON paths of members of ``value`` outside the ``kept`` shape, in document order, shallowest first.
-
-    In a shape, ``None`` keeps a member whole, a dict or a list keeps the
-    members it names, and :data:`DROPPED` keeps nothing of it.
-    """
-    out: list[str] = []
-    _walk(value, kept, path, out)
-    return out
-
-
-def _walk(value: Any, kept: Any, path: str, out: list[str]) -> None:
-    if kept is None:
-        return
-    if kept is DROPPED:
-        out.append(path)
-        return
-    if type(value) is dict and type(kept) is dict:
-        for key, member in value.items():
-            child = f"{path}.{key}" if path else key
-            if key in kept:
-                _walk(member, kept[key], child, out)
-            else:
-                out.append(child)
-    elif type(value) is list and type(kept) is list:
-        for index, item in enumerate(value):
-            child = f"{path}[{index}]"
-            if index < len(kept):
-                _walk(item, kept[index], child, out)
-            else:
-                out.append(child)
 
 
 # -- streams ------------------------------------------------------------------

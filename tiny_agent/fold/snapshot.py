@@ -113,7 +113,7 @@ class FoldSnapshot(msgspec.Struct, forbid_unknown_fields=True):
     fact_ids: list[str]
     """The IDs in use by facts other than entries (an entry's is its index record's)."""
     reserved: dict[str, list[str]]
-    """Reserved IDs by what reserved them (restored sharing the one flavour string, and the books' ID strings)."""
+    """Reserved IDs by what reserved them (restored sharing the one flavour string)."""
     outstanding: list[str]
     used_pairs: list[tuple[str, int]]
 
@@ -379,9 +379,7 @@ def _restored(snapshot: FoldSnapshot, fold: Fold) -> Fold:
     entries = snapshot.entries
     state.entries = {entry.id: entry for entry in entries}
     fold._entry_order = list(state.entries)
-    messages = [entry for entry in entries if entry.message is not None]
-    fold.message_ids = [entry.id for entry in messages]
-    state.transcript = [entry.message for entry in messages if entry.message is not None]
+    fold.message_ids, state.transcript = _messages(entries)
     state.activeContext = _context(state.transcript, snapshot.context, snapshot.context_extra)
     configurations = {configuration.digest: configuration for configuration in snapshot.configurations}
     fold._configurations = configurations
@@ -394,23 +392,32 @@ def _restored(snapshot: FoldSnapshot, fold: Fold) -> Fold:
     state.operation = IDLE if fold._current is None else fold._current.state
     fold._fact_ids = set(snapshot.fact_ids)
     fold._fact_ids.update(state.entries)
-    fold._reserved = _reserved(snapshot.reserved, attempts)
+    fold._reserved = _reserved(snapshot.reserved)
     fold._outstanding = set(snapshot.outstanding)
     fold._used_pairs = set(snapshot.used_pairs)
     fold.state = state
     return fold
 
 
-def _reserved(flavours: dict[str, list[str]], attempts: dict[str | None, AttemptBook]) -> dict[str, str]:
-    """The reservations, keyed by the attempt books' own ID strings where they are the same IDs (not a second copy of each)."""
-    known: dict[str, str] = {}
-    for attempt in attempts.values():
-        known[attempt.id] = attempt.id
-        known[attempt.step_id] = attempt.step_id
-        known[attempt.operation_id] = attempt.operation_id
+def _messages(entries: list[AppliedEntry]) -> tuple[list[str], list[Message]]:
+    """The message entries' IDs and their messages, in order, in one pass (on a big heap every visit is a cache miss)."""
+    message_ids: list[str] = []
+    transcript: list[Message] = []
+    add_id = message_ids.append
+    add_message = transcript.append
+    for entry in entries:
+        message = entry.message
+        if message is not None:
+            add_id(entry.id)
+            add_message(message)
+    return message_ids, transcript
+
+
+def _reserved(flavours: dict[str, list[str]]) -> dict[str, str]:
+    """The reservations, every one sharing its flavour's string (a decoded string would be a new object per ID)."""
     reserved: dict[str, str] = {}
     for flavour, ids in flavours.items():
-        reserved.update(dict.fromkeys([known.get(reserved_id, reserved_id) for reserved_id in ids], flavour))
+        reserved.update(dict.fromkeys(ids, flavour))
     return reserved
 
 

@@ -479,3 +479,25 @@ def test_resume_opens_the_session_from_its_checkpoint(tmp_path, capsys, monkeypa
     assert code == 0, err
     assert restores.count == 1
     assert read_journal(path).sealed
+
+
+def test_run_with_a_session_continues_it_from_its_checkpoint(tmp_path, capsys, monkeypatch, checkpointing):
+    import replies
+
+    from tiny_agent.loopback import LoopbackServer
+
+    for name in ("TINY_AGENT_BASE_URL", "TINY_AGENT_MODEL", "TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "TINY_AGENT_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    path, run = grown_session(tmp_path)
+    run.writer.close()
+    directory = ("--sessions-dir", str(tmp_path))
+    cli(capsys, "replay", str(path), "--json", *directory)
+    restores = Restores(monkeypatch)
+    with LoopbackServer([replies.answer("and more")]) as server:
+        flags = ("--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "1")
+        code, out, err = cli(capsys, "run", "anything else?", "--session", str(path), *flags, *directory)
+    assert code == 0, err
+    assert out == "and more\n"
+    assert restores.count == 1
+    assert [message.content for message in read_journal(path).transcript][-2:] == ["anything else?", "and more"]

@@ -118,6 +118,29 @@ def test_a_long_tool_session_compacts_several_times_and_finishes(capsys, workspa
     assert state.lastOutcome is not None and state.lastOutcome.outcome == "completed"
 
 
+def test_the_long_session_reads_the_same_through_checkpoints_and_exports_to_v2(capsys, workspace: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Checkpoints on at every fold: the run's own reads leave them, and the replays below go through them.
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", "0")
+    model = LongTaskModel(turns=200)
+    with LoopbackServer(model, validate=False) as server:
+        code, _, err = run(capsys, server, "--context-window", "3000", "--max-steps", "400")
+    assert code == 0, err
+    assert model.summaries >= 3
+    path = only_session(workspace)
+    full = b'{"ok":true,"state":' + read_journal(path).to_json_bytes() + b"}\n"
+    for _ in range(2):
+        code, out, err = call(capsys, "replay", str(path), "--json")
+        assert (code, err) == (0, "")
+        assert out.encode() == full
+    assert list((workspace.parent / "sessions" / ".tiny-agent-checkpoints").glob("*.checkpoint"))
+    exported = workspace.parent / "v2.jsonl"
+    code, _, err = call(capsys, "export", str(path), "--v2", "-o", str(exported))
+    assert code == 0, err
+    assert exported.read_bytes().startswith(b'{"kind":"header","version":2,')
+    assert read_journal(exported).transcript == read_journal(path).transcript
+
+
 def test_a_context_length_error_compacts_and_retries_once(capsys, workspace: Path) -> None:
     too_long = Reply(status=400, body=json.dumps({"error": {"message": "This model's maximum context length is 8192 tokens",
                                                            "code": "context_length_exceeded"}}).encode())

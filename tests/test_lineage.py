@@ -383,6 +383,19 @@ def test_export_of_a_compacted_session(capsys, workspace: Path, tmp_path: Path) 
     assert_round_trip(capsys, path, tmp_path / "v2.jsonl")
 
 
+@pytest.mark.parametrize("flags", [(), ("--v2",)], ids=["bytes", "v2"])
+def test_export_into_the_sessions_directory_is_refused(capsys, workspace: Path, flags: tuple[str, ...]) -> None:
+    assert call(capsys, "demo")[0] == 0
+    (demo,) = journals(workspace)
+    target = store_dir(workspace) / "copy.jsonl"
+    code, out, err = call(capsys, "export", str(demo), *flags, "-o", str(target))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"USAGE: {target} is in the sessions directory ")
+    assert "fork" in err and len(err.strip().splitlines()) == 1
+    assert not target.exists()
+    assert journals(workspace) == [demo]
+
+
 def test_export_of_a_fork(capsys, workspace: Path, tmp_path: Path) -> None:
     assert call(capsys, "demo")[0] == 0
     (demo,) = journals(workspace)

@@ -102,6 +102,8 @@ def export(
     target = Path(output) if output is not None else None
     if target is not None and (target.exists() or target.is_symlink()):
         raise UsageError(f"{target} already exists; export never overwrites a file (remove it, or name another)")
+    if target is not None:
+        _refuse_a_second_copy_in_the_store(files, target)
 
     def write(chunks: Iterable[bytes]) -> None:
         if target is None:
@@ -119,6 +121,20 @@ def export(
     except OSError as error:
         raise os_error(error, str(target or path)) from None
     progress(exported.omitted.describe(exported.lineage))
+
+
+def _refuse_a_second_copy_in_the_store(files: Store, target: Path) -> None:
+    """An export keeps the session's id: inside the sessions directory it would be a second journal of one session."""
+    from tiny_agent.store import FileStore
+
+    if not isinstance(files, FileStore):
+        return
+    if target.absolute().parent.resolve() != files.directory.absolute().resolve():
+        return
+    raise UsageError(
+        f"{target} is in the sessions directory {files.directory}, where an export (same session id) would be a second "
+        "copy of the session; write it elsewhere, or use fork for a new session"
+    )
 
 
 def _durability(name: str) -> Durability:

@@ -58,6 +58,7 @@ IO = [
     "journal",
     "live",
     "loopback",
+    "pgcheckpoints",
     "pgstore",
     "provider",
     "report",

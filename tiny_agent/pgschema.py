@@ -1,6 +1,6 @@
 """The PostgreSQL store's schema and statements, and the names it shows: pure (no driver, no I/O).
 
-Three tables in the connection's current schema (the first of its
+Four tables in the connection's current schema (the first of its
 ``search_path``), so one database can hold several stores side by side:
 
 - ``tiny_agent_lines``: one row per journal line, its exact bytes (without
@@ -11,6 +11,12 @@ Three tables in the connection's current schema (the first of its
   transaction as every line (status, model, tokens, cwd, first prompt, length
   in lines and bytes, chain head, lineage), with the report's usage buckets
   cached beside it.
+- ``tiny_agent_checkpoints``: a cache of the fold of a long session at a line
+  boundary (:mod:`tiny_agent.pgcheckpoints`), one row per session.  It is an
+  addition older tiny-agents ignore, and a checkpoint they do not renew stays
+  valid (it is keyed by the digest of the lines it folded, which are never
+  rewritten), so it does not change the version: tables of version 1 made
+  before it get it on first use (:data:`CREATE_CHECKPOINTS`).
 - ``tiny_agent_schema``: the schema's version, so an older tiny-agent never
   writes to tables it does not know.
 
@@ -30,6 +36,24 @@ SCHEMA_LOCK: Final = 0x7469_6E79_5F73_6368
 """The advisory lock (a transaction's) that serializes creating the tables: ``tiny_sch``."""
 
 URL_SCHEMES: Final = ("postgresql://", "postgres://")
+
+CREATE_CHECKPOINTS: Final = """CREATE TABLE IF NOT EXISTS tiny_agent_checkpoints (
+        session_id text COLLATE "C" PRIMARY KEY REFERENCES tiny_agent_sessions (id) ON DELETE CASCADE,
+        format integer NOT NULL,
+        fold text NOT NULL,
+        lines integer NOT NULL,
+        bytes bigint NOT NULL,
+        prefix text NOT NULL,
+        body text NOT NULL,
+        snapshot bytea NOT NULL,
+        made_at bigint NOT NULL
+    )"""
+"""Per session: the fold of its first ``lines`` lines (``bytes`` long, SHA-256 ``prefix``) by the code ``fold``.
+
+``snapshot`` is the snapshot's frames, each after its 4-byte length
+(:func:`tiny_agent.fold.snapshot.encode_snapshot`), and ``body`` their
+SHA-256 (a row changed behind our back must not restore into a wrong state).
+"""
 
 CREATE: Final = (
     """CREATE TABLE IF NOT EXISTS tiny_agent_schema (version integer NOT NULL)""",
@@ -71,7 +95,24 @@ CREATE: Final = (
         bytes bytea NOT NULL,
         PRIMARY KEY (session_id, line)
     )""",
+    CREATE_CHECKPOINTS,
 )
+
+CHECKPOINT_OF: Final = """
+    SELECT s.bytes, c.format, c.fold, c.lines, c.bytes, c.prefix, c.body, c.snapshot
+    FROM tiny_agent_sessions s LEFT JOIN tiny_agent_checkpoints c ON c.session_id = s.id
+    WHERE s.id = %s
+"""
+"""The session's length as its index row says, and its checkpoint row (NULLs when it has none), in one round trip."""
+
+SAVE_CHECKPOINT: Final = """
+    INSERT INTO tiny_agent_checkpoints (session_id, format, fold, lines, bytes, prefix, body, snapshot, made_at)
+    VALUES (%(session_id)s, %(format)s, %(fold)s, %(lines)s, %(bytes)s, %(prefix)s, %(body)s, %(snapshot)s, %(made_at)s)
+    ON CONFLICT (session_id) DO UPDATE SET format = EXCLUDED.format, fold = EXCLUDED.fold, lines = EXCLUDED.lines,
+        bytes = EXCLUDED.bytes, prefix = EXCLUDED.prefix, body = EXCLUDED.body, snapshot = EXCLUDED.snapshot,
+        made_at = EXCLUDED.made_at
+"""
+"""Write or replace a session's checkpoint (two readers that both made one: the last one stays; both are valid)."""
 
 SUMMARY_COLUMNS: Final = (
     "version, created_at, updated_at, cwd, provider, model, status, reason, runs, prompt, input, output, cache_read, "
@@ -98,6 +139,7 @@ INSERT_LINE: Final = "INSERT INTO tiny_agent_lines (session_id, line, bytes) VAL
 COPY_LINES: Final = "COPY tiny_agent_lines (session_id, line, bytes) FROM STDIN (FORMAT BINARY)"
 READ_LINES: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s ORDER BY line"
 READ_LINES_AFTER: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s AND line > %s ORDER BY line"
+READ_LINES_THROUGH: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s AND line <= %s ORDER BY line"
 
 HELD_LOCKS: Final = """
     SELECT l.classid::bigint, l.objid::bigint, l.pid, coalesce(a.application_name, '')

@@ -60,6 +60,7 @@ from tiny_agent.store import (
 )
 
 if TYPE_CHECKING:
+    from tiny_agent.pgcheckpoints import PgCheckpoints
     from tiny_agent.state import SessionState
 
 BATCH_ROWS: Final = 2000
@@ -119,10 +120,15 @@ class PgStore:
 
     def _check_schema(self, conn: Connection) -> str:
         try:
-            row = conn.execute("SELECT current_schema(), to_regclass('tiny_agent_schema') IS NOT NULL").fetchone()
+            row = conn.execute(
+                "SELECT current_schema(), to_regclass('tiny_agent_schema') IS NOT NULL, "
+                "to_regclass('tiny_agent_checkpoints') IS NOT NULL"
+            ).fetchone()
             if row is None or row[0] is None:
                 raise ConfigError(f"{self.label}: the connection's search_path names no schema that exists; create it first")
             schema, exists = str(row[0]), bool(row[1])
+            if exists and not row[2]:
+                add_checkpoint_table(conn)
             if not exists:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
@@ -348,9 +354,14 @@ class PgStore:
         return self._writer(conn, header.id, fold)
 
     def open_writer(
-        self, session: Session, durability: Durability, folder: Callable[[Path], Fold] | None = None
+        self,
+        session: Session,
+        durability: Durability,
+        folder: Callable[[Path], Fold] | None = None,
+        *,
+        checkpoints: PgCheckpoints | None = None,
     ) -> JournalWriter:
-        """The session's one writer: its lock taken on a connection of its own, then every line folded under it."""
+        """The session's one writer: its lock taken on a connection of its own, then its lines folded (from ``checkpoints``)."""
         if session.path is not None:
             from tiny_agent.store import file_writer
 
@@ -358,7 +369,7 @@ class PgStore:
         conn = self.connect(writer=True, durability=durability)
         try:
             self._lock(conn, session)
-            fold = fold_rows(conn, session.id)
+            fold = fold_rows(conn, session.id) if checkpoints is None else checkpoints.fold(session.id, conn)
             header_id = fold.state.header.id
             if header_id != session.id:
                 raise Misnamed(
@@ -496,6 +507,16 @@ def read_chunks(conn: Connection, session_id: str, after: int = 0) -> Iterator[b
                 size = 0
         if pending:
             yield b"".join(pending)
+
+
+def add_checkpoint_table(conn: Connection) -> None:
+    """Tables made before checkpoints get their table; a role that may not create it goes on without (a cache)."""
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
+            conn.execute(pgschema.CREATE_CHECKPOINTS)
+    except pg_errors.InsufficientPrivilege:
+        return  # its folds then say, in one line each, that they have no checkpoint to read
 
 
 def fold_rows(conn: Connection, session_id: str) -> Fold:

@@ -17,6 +17,7 @@ from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, Corrupti
 
 if TYPE_CHECKING:
     from tiny_agent.checkpoints import Checkpoints
+    from tiny_agent.pgcheckpoints import PgCheckpoints
     from tiny_agent.reducer import Fold
     from tiny_agent.state import SessionState
     from tiny_agent.store import FileStore, Session, Store
@@ -79,15 +80,40 @@ class Found:
         directory = self.store.directory if isinstance(self.store, FileStore) else sessions_dir(None)
         return _checkpoints(directory)
 
+    def row_checkpoints(self) -> PgCheckpoints | None:
+        """The checkpoints of a database's session (its store's checkpoint table); None for a journal file."""
+        if self.session.path is not None:
+            return None
+        # Only the PostgreSQL store makes sessions without a file, so psycopg is loaded already.
+        from tiny_agent.pgstore import PgStore
+
+        if not isinstance(self.store, PgStore):
+            return None
+        from tiny_agent.checkpoints import threshold_from
+        from tiny_agent.pgcheckpoints import PgCheckpoints
+
+        return PgCheckpoints(self.store, threshold=threshold_from(os.environ), note=progress)
+
     def fold(self) -> Fold:
-        """The session folded: a file from its checkpoint when one checks out, a database's session streamed from line 1."""
+        """The session folded, from its checkpoint (a file's, or a database session's row) when one checks out."""
         from tiny_agent.journal import fold_chunks
 
         checkpoints = self.checkpoints()
+        rows = self.row_checkpoints()
         try:
-            return checkpoints.fold(self.path) if checkpoints is not None else fold_chunks(self.chunks())
+            if checkpoints is not None:
+                return checkpoints.fold(self.path)
+            return rows.fold(self.session.id) if rows is not None else fold_chunks(self.chunks())
         except OSError as error:
             raise os_error(error, self.name) from None
+
+    def resumed(self) -> Fold | None:
+        """The checked fold of the session's checkpoint, for a reader of every line (audit); None without one."""
+        checkpoints = self.checkpoints()
+        if checkpoints is not None:
+            return checkpoints.resumed(self.path)
+        rows = self.row_checkpoints()
+        return rows.resumed(self.session.id) if rows is not None else None
 
     def state(self) -> SessionState:
         return self.fold().state

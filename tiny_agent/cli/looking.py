@@ -190,8 +190,7 @@ def audit(session: str, as_json: bool, sessions_dir: str | None, store_url: str 
     found = Where(sessions_dir, store_url).find(session)
     path = found.path
     try:
-        checkpoints = found.checkpoints()
-        report = audit_chunks(found.chunks(), found.name, checkpoints.resumed(path) if checkpoints is not None else None)
+        report = audit_chunks(found.chunks(), found.name, found.resumed())
     except CorruptionError as error:
         corrupt(error, path, as_json)
     except OSError as error:

@@ -3,7 +3,7 @@
 Shared by run, chat, resume and compact (:mod:`tiny_agent.cli.driving`,
 :mod:`tiny_agent.cli.chatting`).  A journal file is opened through its
 checkpoint when one checks out; a database's session is folded from its rows
-under the writer's lock.
+under the writer's lock (after its checkpoint row, when one checks out).
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ def open_writer(found: Found, durability: Durability) -> JournalWriter:
     A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.journal.JournalWriter.open`.
     """
     checkpoints = found.checkpoints()
+    rows = found.row_checkpoints()
     try:
-        writer = found.store.open_writer(found.session, durability, checkpoints.fold if checkpoints is not None else None)
+        if rows is not None:
+            writer = rows.open_writer(found.session, durability)
+        else:
+            writer = found.store.open_writer(found.session, durability, checkpoints.fold if checkpoints is not None else None)
     except CorruptionError as error:
         corrupt(error, found.path, as_json=False)
     except OSError as error:

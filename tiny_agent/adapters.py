@@ -55,6 +55,9 @@ class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 MessageRewrite = Callable[[dict[str, Any], str, str], tuple[dict[str, Any], list[Change]]]
 """``(message, path of the message, adapter reference) -> (message, changes)``; the same object when unchanged."""
 
+CallRewrite = tuple[dict[str, Any], str, ChangeKind, str]
+"""A rewritten call, the changed member's path inside the call, and the change's kind and detail."""
+
 
 class Adapter(msgspec.Struct, frozen=True):
     name: str
@@ -86,21 +89,14 @@ def _empty_tool_calls_is_none(message: dict[str, Any], where: str, ref: str) -> 
 
 
 def _missing_call_type_is_function(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
-    calls = message.get("tool_calls")
-    if type(calls) is not list:
-        return message, []
-    changes: list[Change] = []
-    rewritten_calls: list[Any] = []
-    for index, call in enumerate(calls):
-        if type(call) is dict and "type" not in call:
-            # Keep the call's own member order; "type" is simply appended.
-            rewritten_calls.append({**call, "type": "function"})
-            changes.append(Change(ref, f"{where}.tool_calls[{index}].type", "added", 'no type member; added type: "function"'))
-        else:
-            rewritten_calls.append(call)
-    if not changes:
-        return message, []
-    return {**message, "tool_calls": rewritten_calls}, changes
+    return _rewrite_calls(message, where, ref, _call_with_type)
+
+
+def _call_with_type(call: Any) -> CallRewrite | None:
+    if type(call) is not dict or "type" in call:
+        return None
+    # Keep the call's own member order; "type" is simply appended.
+    return {**call, "type": "function"}, "type", "added", 'no type member; added type: "function"'
 
 
 def _content_parts_to_text(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
@@ -125,19 +121,34 @@ def _content_parts_to_text(message: dict[str, Any], where: str, ref: str) -> tup
 
 
 def _object_arguments_to_json(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    return _rewrite_calls(message, where, ref, _call_with_text_arguments)
+
+
+def _call_with_text_arguments(call: Any) -> CallRewrite | None:
+    text = _arguments_text(call)
+    if text is None:
+        return None
+    function = {**call["function"], "arguments": text}
+    return {**call, "function": function}, "function.arguments", "replaced", "an object became its compact JSON text"
+
+
+def _rewrite_calls(
+    message: dict[str, Any], where: str, ref: str, rewrite: Callable[[Any], CallRewrite | None]
+) -> tuple[dict[str, Any], list[Change]]:
+    """``rewrite`` applied to each of the message's tool calls (None: that call stays as it is)."""
     calls = message.get("tool_calls")
     if type(calls) is not list:
         return message, []
     changes: list[Change] = []
     rewritten_calls: list[Any] = []
     for index, call in enumerate(calls):
-        text = _arguments_text(call)
-        if text is None:
+        rewritten = rewrite(call)
+        if rewritten is None:
             rewritten_calls.append(call)
             continue
-        rewritten_calls.append({**call, "function": {**call["function"], "arguments": text}})
-        path = f"{where}.tool_calls[{index}].function.arguments"
-        changes.append(Change(ref, path, "replaced", "an object became its compact JSON text"))
+        new_call, member, kind, detail = rewritten
+        rewritten_calls.append(new_call)
+        changes.append(Change(ref, f"{where}.tool_calls[{index}].{member}", kind, detail))
     if not changes:
         return message, []
     return {**message, "tool_calls": rewritten_calls}, changes

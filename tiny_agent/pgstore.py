@@ -40,10 +40,10 @@ from psycopg import errors as pg_errors
 from tiny_agent import failpoints, pgschema
 from tiny_agent.catalog import Listed, ReportEntry, Summary, listed_row, summary_of, usage_buckets
 from tiny_agent.errors import ConfigError, Locked, Misnamed, TinyAgentError
-from tiny_agent.facts import HeaderLine, encode_header
+from tiny_agent.facts import encode_header
 from tiny_agent.filestore import CHUNK_SIZE, Durability
-from tiny_agent.ids import now_ms, uuid7
-from tiny_agent.journal import WRITER_VERSION, JournalWriter, cannot_record_responses, lines_of
+from tiny_agent.ids import now_ms
+from tiny_agent.journal import JournalWriter, cannot_record_responses, lines_of
 from tiny_agent.lineage import lineage_words
 from tiny_agent.links import Origin, Parent
 from tiny_agent.reducer import Fold
@@ -56,6 +56,7 @@ from tiny_agent.store import (
     SessionNotFound,
     file_session,
     is_journal_path,
+    new_header,
     tail_of,
 )
 
@@ -326,16 +327,7 @@ class PgStore:
         durability: Durability = "fsync",
     ) -> JournalWriter:
         """A new session: its index row and header line committed together, its writer lock held."""
-        created = now_ms()
-        header = HeaderLine(
-            version=WRITER_VERSION,
-            id=uuid7(created),
-            createdAt=created,
-            cwd=cwd,
-            provider=provider,
-            model=model,
-            environmentIdentity=environment_identity,
-        )
+        header = new_header(cwd=cwd, provider=provider, model=model, environment_identity=environment_identity)
         line = encode_header(header)
         fold = Fold()
         fold.apply_header(line)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     # The journal (and with it the whole fold) is imported where a writer is made: listing
     # sessions from a warm index, the commonest command, needs neither.
     from tiny_agent.catalog import Listed, ReportEntry
+    from tiny_agent.facts import HeaderLine
     from tiny_agent.journal import JournalWriter
     from tiny_agent.reducer import Fold
 
@@ -201,6 +202,23 @@ def _is_plain_file(entry: os.DirEntry[str]) -> bool:
         return False
 
 
+def new_header(*, cwd: str, provider: str, model: str, environment_identity: str) -> HeaderLine:
+    """The header line of a session made now, in this writer's version, under a new time-ordered id."""
+    from tiny_agent.facts import HeaderLine
+    from tiny_agent.journal import WRITER_VERSION
+
+    created = now_ms()
+    return HeaderLine(
+        version=WRITER_VERSION,
+        id=uuid7(created),
+        createdAt=created,
+        cwd=cwd,
+        provider=provider,
+        model=model,
+        environmentIdentity=environment_identity,
+    )
+
+
 class FileStore:
     """Sessions as journal files in one private directory."""
 
@@ -218,22 +236,12 @@ class FileStore:
         durability: Durability = "fsync",
     ) -> JournalWriter:
         """A new journal (its directory made private), named by its creation time and id, its lock held."""
-        from tiny_agent.facts import HeaderLine
-        from tiny_agent.journal import WRITER_VERSION, JournalWriter
+        from tiny_agent.journal import JournalWriter
 
         ensure_private_directory(self.directory)
-        created = now_ms()
-        session_id = uuid7(created)
-        header = HeaderLine(
-            version=WRITER_VERSION,
-            id=session_id,
-            createdAt=created,
-            cwd=cwd,
-            provider=provider,
-            model=model,
-            environmentIdentity=environment_identity,
-        )
-        return JournalWriter.create(self.directory / journal_name(session_id, created), header, durability=durability)
+        header = new_header(cwd=cwd, provider=provider, model=model, environment_identity=environment_identity)
+        path = self.directory / journal_name(header.id, header.createdAt)
+        return JournalWriter.create(path, header, durability=durability)
 
     def resolve(self, reference: str) -> Session:
         return _file_session(resolve_session(reference, self.directory))

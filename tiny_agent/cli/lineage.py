@@ -5,20 +5,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 from tiny_agent.cli.app import app
 from tiny_agent.cli.basics import Where
 from tiny_agent.cli.common import JsonOption, SessionArgument, SessionsDirOption, StoreOption, corrupt, print_json, progress
-from tiny_agent.cli.settings import DurabilityOption
+from tiny_agent.cli.settings import DurabilityOption, parse_durability
 from tiny_agent.errors import CorruptionError, UsageError, os_error
 
 if TYPE_CHECKING:
-    from tiny_agent.filestore import Durability
-    from tiny_agent.interop import Imported, Made
+    from tiny_agent.interop import Made
     from tiny_agent.store import Store
+
+Done = TypeVar("Done")
 
 
 @app.command()
@@ -38,7 +39,7 @@ def upgrade(
     files = Where(sessions_dir, store_url).store
     source = files.resolve(journal)
     path = Path(source.name)
-    made = _made(path, lambda: upgrade_journal(files, source, _durability(durability)))
+    made = _made(path, lambda: upgrade_journal(files, source, parse_durability(durability)))
     handle = _handle(files, made)
     if as_json:
         shown = {"session": made.session.id, "handle": handle, "path": made.session.name, "origin": made.origin}
@@ -72,7 +73,7 @@ def fork(
     files = Where(sessions_dir, store_url).store
     parent = files.resolve(session)
     path = Path(parent.name)
-    made = _made(path, lambda: fork_session(files, parent, at, _durability(durability)))
+    made = _made(path, lambda: fork_session(files, parent, at, parse_durability(durability)))
     handle = _handle(files, made)
     point = made.point
     if point is None:
@@ -137,13 +138,7 @@ def _refuse_a_second_copy_in_the_store(files: Store, target: Path) -> None:
     )
 
 
-def _durability(name: str) -> Durability:
-    if name not in ("fsync", "process"):
-        raise UsageError(f"--durability must be fsync or process, not {name!r}")
-    return "fsync" if name == "fsync" else "process"
-
-
-def _made(path: Path, make: Callable[[], Made]) -> Made:
+def _made(path: Path, make: Callable[[], Done]) -> Done:
     """Run ``make``, its failures named with ``path``."""
     try:
         return make()
@@ -173,7 +168,7 @@ def import_(
 
     files = Where(sessions_dir, store_url).store
     path = Path(journal)
-    imported = _imported(path, lambda: import_journal(files, path, _durability(durability)))
+    imported = _made(path, lambda: import_journal(files, path, parse_durability(durability)))
     handle = files.handle(imported.session.id)
     if as_json:
         print_json({"session": imported.session.id, "handle": handle, "path": imported.session.name, "already": imported.already})
@@ -182,12 +177,3 @@ def import_(
     sys.stdout.write(f"{path} {done} {files.label} as session {handle} ({imported.session.id})\n")
     if imported.dropped:
         progress(f"its torn tail ({imported.dropped} bytes after the last newline, an interrupted write) was not stored")
-
-
-def _imported(path: Path, make: Callable[[], Imported]) -> Imported:
-    try:
-        return make()
-    except CorruptionError as error:
-        corrupt(error, path, as_json=False)
-    except OSError as error:
-        raise os_error(error, str(path)) from None

@@ -222,11 +222,16 @@ def _seconds(flag: str, value: float | None, variable: str, default: float) -> f
 
 
 def durability_of(options: DriveOptions) -> Durability:
-    if options.durability == "fsync":
+    return parse_durability(options.durability)
+
+
+def parse_durability(name: str) -> Durability:
+    """``--durability``'s value, checked."""
+    if name == "fsync":
         return "fsync"
-    if options.durability == "process":
+    if name == "process":
         return "process"
-    raise UsageError(f"--durability must be fsync or process, not {options.durability!r}")
+    raise UsageError(f"--durability must be fsync or process, not {name!r}")
 
 
 def system_prompt(path: str | None) -> str:

@@ -236,17 +236,26 @@ def create_file(path: Path, content: bytes, durability: Durability) -> tuple[int
 
 def _link_new_file(path: Path, content: bytes) -> None:
     staging = path.with_name(f".{path.name}.{os.getpid()}.new")
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        write_new_private_file(staging, content)
+        os.link(staging, path)
+    finally:
+        staging.unlink(missing_ok=True)
+    fsync_directory(path.parent)
+
+
+def write_new_private_file(path: Path, content: bytes) -> None:
+    """A new 0600 file holding ``content``, on disk when this returns; nothing is left at ``path`` if it fails."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
             write_all(fd, content)
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.link(staging, path)
-    finally:
-        staging.unlink(missing_ok=True)
-    fsync_directory(path.parent)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def publish_file(path: Path, chunks: Iterable[bytes], durability: Durability, label: str) -> None:
@@ -335,16 +344,7 @@ def cut_torn_tail(path: Path, fd: int, committed_length: int, stamp: int) -> Pat
         file.seek(committed_length)
         tail = file.read()
     sidecar = torn_tail_path(path, stamp)
-    side_fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            write_all(side_fd, tail)
-            os.fsync(side_fd)
-        finally:
-            os.close(side_fd)
-    except BaseException:
-        sidecar.unlink(missing_ok=True)
-        raise
+    write_new_private_file(sidecar, tail)
     os.ftruncate(fd, committed_length)
     os.fsync(fd)
     fsync_directory(path.parent)

@@ -38,7 +38,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import AnyStr, Final
 from urllib.parse import unquote, unquote_plus, urlsplit
 
 MARKER: Final = "[REDACTED]"
@@ -130,20 +130,16 @@ def is_secret_parameter(name: str) -> bool:
 
 def redact_text(text: str, secrets: Secrets) -> tuple[str, int]:
     """``text`` with every secret replaced by the marker, and how many replacements were made."""
-    pattern = secrets._text_pattern
-    total = 0
-    while pattern is not None:
-        text, count = pattern.subn(MARKER, text)
-        if count == 0:
-            break
-        total += count
-    return text, total
+    return _replace_until_none_left(secrets._text_pattern, MARKER, text)
 
 
 def redact_bytes(data: bytes, secrets: Secrets) -> tuple[bytes, int]:
     """The same over bytes (a body that is not UTF-8 text), matching each secret's UTF-8 encoding."""
-    pattern = secrets._bytes_pattern
-    marker = MARKER.encode("ascii")
+    return _replace_until_none_left(secrets._bytes_pattern, MARKER.encode("ascii"), data)
+
+
+def _replace_until_none_left(pattern: re.Pattern[AnyStr] | None, marker: AnyStr, data: AnyStr) -> tuple[AnyStr, int]:
+    """Replace until nothing matches: a replacement can join the text around it into a new occurrence."""
     total = 0
     while pattern is not None:
         data, count = pattern.subn(marker, data)

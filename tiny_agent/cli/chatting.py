@@ -19,7 +19,7 @@ import typer
 from tiny_agent.cli.app import app
 from tiny_agent.cli.basics import Found, Where
 from tiny_agent.cli.common import SessionsDirOption, StoreOption, progress
-from tiny_agent.cli.driving import _display, _runtime
+from tiny_agent.cli.driving import start
 from tiny_agent.cli.settings import (
     AllowBashOption,
     AllowWriteOption,
@@ -40,12 +40,8 @@ from tiny_agent.cli.settings import (
     StreamOption,
     SystemOption,
     drive_options,
-    durability_of,
-    endpoint_for,
-    recorded_target,
 )
-from tiny_agent.cli.writing import handle_of, new_session, newest_here, open_idle
-from tiny_agent.errors import UsageError
+from tiny_agent.cli.writing import handle_of
 
 if TYPE_CHECKING:
     from tiny_agent.agent import DriveResult, Runtime
@@ -91,22 +87,8 @@ def chat(
 ) -> None:
     """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
     options = drive_options(locals())
-    if session is not None and continue_:
-        raise UsageError("--session and --continue are exclusive")
-    chosen_durability = durability_of(options)
     where = Where(sessions_dir, store_url)
-    found = where.find(session) if session is not None else newest_here(where) if continue_ else None
-    writer = open_idle(found, chosen_durability) if found is not None else None
-    try:
-        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
-        display = _display()
-        runtime = _runtime(options, endpoint, display)
-    except BaseException:
-        if writer is not None:
-            writer.close(seal=False)
-        raise
-    if writer is None:
-        writer = new_session(endpoint, where, chosen_durability)
+    writer, endpoint, display, runtime = start(options, where, session, continue_)
     progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model} · /exit or Ctrl-D to leave")
     try:
         _loop(writer, runtime, display, where)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import typer
 
@@ -189,6 +189,39 @@ def _display() -> TerminalDisplay | None:
     return TerminalDisplay()
 
 
+class Started(NamedTuple):
+    """A session open for a run (its writer holds the lock), and what drives it."""
+
+    writer: JournalWriter
+    endpoint: Endpoint
+    display: TerminalDisplay | None
+    runtime: Runtime
+
+
+def start(options: DriveOptions, where: Where, session: str | None, continue_: bool) -> Started:
+    """Open ``session`` (or the newest one here, or a new one made once the endpoint is known) and its runtime.
+
+    The endpoint comes from the flags over what the session recorded; a writer
+    opened here is closed unsealed if anything after it fails.
+    """
+    if session is not None and continue_:
+        raise UsageError("--session and --continue are exclusive")
+    durability = durability_of(options)
+    found = where.find(session) if session is not None else newest_here(where) if continue_ else None
+    writer = open_idle(found, durability) if found is not None else None
+    try:
+        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
+        display = _display()
+        runtime = _runtime(options, endpoint, display)
+    except BaseException:
+        if writer is not None:
+            writer.close(seal=False)
+        raise
+    if writer is None:
+        writer = new_session(endpoint, where, durability)
+    return Started(writer, endpoint, display, runtime)
+
+
 @app.command()
 def run(
     prompt: str = typer.Argument(..., metavar="PROMPT", help="What to ask (- reads it from stdin)."),
@@ -221,22 +254,8 @@ def run(
     """Run one prompt to completion, journaling everything; print the answer (progress goes to stderr)."""
     options = drive_options(locals())
     text = _read_prompt(prompt)
-    chosen_durability = durability_of(options)
-    if session is not None and continue_:
-        raise UsageError("--session and --continue are exclusive")
     where = Where(sessions_dir, store_url)
-    found = where.find(session) if session is not None else newest_here(where) if continue_ else None
-    writer = open_idle(found, chosen_durability) if found is not None else None
-    try:
-        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
-        display = _display()
-        runtime = _runtime(options, endpoint, display)
-    except BaseException:
-        if writer is not None:
-            writer.close(seal=False)
-        raise
-    if writer is None:
-        writer = new_session(endpoint, where, chosen_durability)
+    writer, endpoint, display, runtime = start(options, where, session, continue_)
     progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model}")
     result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(text))
     _finish(result, writer, as_json, seal_failure, display, where.store)
@@ -465,16 +484,8 @@ def compact(
 ) -> None:
     """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
     options = drive_options(locals())
-    chosen_durability = durability_of(options)
     where = Where(sessions_dir, store_url)
-    writer = open_idle(where.find(session), chosen_durability)
-    try:
-        endpoint = endpoint_for(options, recorded_target(writer.state), require_key=True)
-        display = _display()
-        runtime = _runtime(options, endpoint, display)
-    except BaseException:
-        writer.close(seal=False)
-        raise
+    writer, _, display, runtime = start(options, where, session, continue_=False)
     before = len(writer.state.activeContext)
     result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(keep))
     if result.status == "completed":

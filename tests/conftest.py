@@ -64,6 +64,20 @@ class Postgres:
         self.admin.close()
 
 
+def isolated_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, readme: str) -> Path:
+    """``tmp_path/work`` with a README, made current; sessions and config beside it; no keys or tiny-agent settings from the host."""
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "README.md").write_text(readme)
+    monkeypatch.chdir(root)
+    for name in list(os.environ):
+        if name.endswith("_API_KEY") or name.startswith("TINY_AGENT_"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TINY_AGENT_SESSIONS_DIR", str(tmp_path / "sessions"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return root
+
+
 def _reachable_postgres() -> tuple[str | None, str]:
     """A base URL that connects, or None and why not (the tests that need it skip with that reason)."""
     try:

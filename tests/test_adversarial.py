@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import replies
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, isolated_workspace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz import mutate
@@ -40,16 +40,7 @@ SECRET = "sk-adversary-0123456789abcdefghijklmnop"
 
 @pytest.fixture()
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    (root / "README.md").write_text("# Example\n")
-    monkeypatch.chdir(root)
-    for name in list(os.environ):
-        if name.endswith("_API_KEY") or name.startswith("TINY_AGENT_"):
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TINY_AGENT_SESSIONS_DIR", str(tmp_path / "sessions"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return root
+    return isolated_workspace(tmp_path, monkeypatch, "# Example\n")
 
 
 def sessions_of(workspace: Path) -> list[Path]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import replies
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, isolated_workspace
 from test_replay_cli import call
 
 from tiny_agent import compaction
@@ -27,16 +27,7 @@ from tiny_agent.verify import verify
 
 @pytest.fixture()
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    (root / "README.md").write_text("# Example\n\n" + "A line of the readme that takes some room. " * 20 + "\n")
-    monkeypatch.chdir(root)
-    for name in list(os.environ):
-        if name.endswith("_API_KEY") or name.startswith("TINY_AGENT_"):
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TINY_AGENT_SESSIONS_DIR", str(tmp_path / "sessions"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return root
+    return isolated_workspace(tmp_path, monkeypatch, "# Example\n\n" + "A line of the readme that takes some room. " * 20 + "\n")
 
 
 def only_session(workspace: Path) -> Path:

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 import replies
 from builders import SNAPSHOT, SNAPSHOT_DIGEST, RunWriter, new_writer, write_tool_session
-from conftest import conformance_dir
+from conftest import conformance_dir, isolated_workspace
 from test_replay_cli import call
 
 from tiny_agent.errors import CorruptionError, UsageError
@@ -37,16 +37,7 @@ CREATED = 1_787_371_200_000
 
 @pytest.fixture()
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    (root / "README.md").write_text("# Example\n\nA project that prints hi.\n")
-    monkeypatch.chdir(root)
-    for name in list(os.environ):
-        if name.endswith("_API_KEY") or name.startswith("TINY_AGENT_"):
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TINY_AGENT_SESSIONS_DIR", str(tmp_path / "sessions"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return root
+    return isolated_workspace(tmp_path, monkeypatch, "# Example\n\nA project that prints hi.\n")
 
 
 def store_dir(workspace: Path) -> Path:

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spec_example import example_bytes
 from test_fuzz import mutate
+from test_replay_cli import call as cli
 
 from tiny_agent import checkpoints
 from tiny_agent.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
@@ -401,15 +402,6 @@ def test_the_fold_identity_names_the_fold_code():
 
 
 # -- the commands -------------------------------------------------------------------------------
-
-
-def cli(capsys, *words: str) -> tuple[object, str, str]:
-    from tiny_agent.cli import main
-
-    with pytest.raises(SystemExit) as done:
-        main(list(words))
-    captured = capsys.readouterr()
-    return done.value.code, captured.out, captured.err
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import pytest
 from builders import RunWriter
 from conftest import PROJECT_ROOT
 from test_checkpoints import Notes, Restores, add_runs
+from test_replay_cli import call as cli
 
 from tiny_agent import checkpoints, pgschema
 from tiny_agent.errors import CorruptionError
@@ -165,15 +166,6 @@ def test_a_checkpoint_plus_appended_lines_is_the_full_fold(pg_url, monkeypatch):
 
 
 # -- the commands -------------------------------------------------------------------------------
-
-
-def cli(capsys, *words: str) -> tuple[object, str, str]:
-    from tiny_agent.cli import main
-
-    with pytest.raises(SystemExit) as done:
-        main(list(words))
-    captured = capsys.readouterr()
-    return done.value.code, captured.out, captured.err
 
 
 @pytest.fixture

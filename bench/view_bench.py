@@ -33,11 +33,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-OUT = HERE / "out"
-SHARED = Path(os.environ.get("TINY_AGENT_SHARED", ROOT.parent / "shared"))
-GENERATOR = SHARED / "bench" / "gen_v2_session.py"
-RUNS_PER_MB = 95
+sys.path.insert(0, str(HERE))
+
+from replay_bench import ROOT, generate_v2  # noqa: E402
 
 CHILD = r"""
 import contextlib, json, os, sys, time
@@ -83,16 +81,6 @@ print(json.dumps({"seconds": time.perf_counter() - started, "page": size, "rss":
 """
 
 MODES = ("fold", "replay", "view")
-
-
-def generate_v2(megabytes: int) -> Path:
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"session-{megabytes}mb-v2.jsonl"
-    if not path.exists():
-        runs = max(1, megabytes * RUNS_PER_MB)
-        command = [sys.executable, str(GENERATOR), str(path), "--runs", str(runs), "--seed", "1"]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return path
 
 
 def measure_once(path: Path, mode: str, page: Path) -> dict:

@@ -185,6 +185,27 @@ def test_503_three_times_exhausts_the_attempts(capsys, workspace: Path) -> None:
     assert "last run: failed: http_error: HTTP 503" in out
 
 
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        (b"Service Unavailable\n", "HTTP 503: Service Unavailable (the body is not JSON)"),
+        (b"<html>\n  <title>503</title>\n" + b"x" * 300, "HTTP 503: <html> <title>503</title> " + "x" * 134 + "… (the body is not JSON)"),
+        (b"", "HTTP 503: an empty body"),
+    ],
+    ids=["text", "html", "empty"],
+)
+def test_an_error_body_that_is_not_json_is_shown_by_its_start(capsys, workspace: Path, body: bytes, shown: str) -> None:
+    reply = Reply(status=503, body=body, content_type="text/plain")
+    with LoopbackServer([reply]) as server:
+        code, _, err = run(capsys, server, "--no-stream", "--retries", "1")
+    assert code == 1
+    assert f"FAILED: {shown} (attempts exhausted: 1 of 1)" in err
+    path = only_session(workspace)
+    code, out, _ = call(capsys, "replay", str(path))
+    assert f"last run: failed: http_error: {shown[:80]}" in out, "replay clips a long reason, never its start"
+    assert_sound(path)
+
+
 def test_a_client_error_is_not_retried_and_its_body_is_shown(capsys, workspace: Path) -> None:
     with LoopbackServer([replies.failure("chat", 400, "model not found: nope")]) as server:
         code, _, err = run(capsys, server, "--no-stream")

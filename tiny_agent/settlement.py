@@ -166,9 +166,8 @@ def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
     if raw.body is UNSET:
         return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
     if not 200 <= raw.status < 300:
-        detail = outcome.reason if isinstance(outcome, Rejected) else "unexpected body"
         code = CONTEXT_LENGTH_EXCEEDED if is_context_length_error(raw.status, raw.body) else "http_error"
-        return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {detail}"))
+        return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {_error_detail(raw.body, outcome)}"))
     if raw.incomplete is not UNSET:
         return Settlement(usage=outcome.usage, failure=("incomplete_response", f"the response ended early: {raw.incomplete}"))
     if not isinstance(outcome, Accepted):
@@ -177,6 +176,26 @@ def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
     if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
         return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
     return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)
+
+
+ERROR_BODY_SHOWN = 160
+"""Characters of an error body that is not JSON shown in the failure (the whole body is in the raw fact)."""
+
+
+def _error_detail(body: str, outcome: Outcome) -> str:
+    """What an HTTP error said: the seam's reading of a JSON body, else the start of the body itself.
+
+    A proxy's "Service Unavailable" or HTML page says more than "not JSON" would.
+    """
+    try:
+        msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        text = " ".join(body.split())
+        if not text:
+            return "an empty body"
+        shown = text if len(text) <= ERROR_BODY_SHOWN else text[:ERROR_BODY_SHOWN] + "…"
+        return f"{shown} (the body is not JSON)"
+    return outcome.reason if isinstance(outcome, Rejected) else "unexpected body"
 
 
 class SummarySettlement(msgspec.Struct, frozen=True):

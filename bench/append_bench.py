@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from builders import Clock, RunWriter, header  # noqa: E402
 
-from tiny_agent.journal import JournalWriter  # noqa: E402
+from tiny_agent.stores.journal import JournalWriter  # noqa: E402
 
 RAW_BODY = (
     '{"id":"gen-1","object":"chat.completion","model":"test/model","choices":[{"index":0,"finish_reason":"tool_calls",'

@@ -38,8 +38,8 @@ CHILD = r"""
 import gc, json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[4])
-from tiny_agent.checkpoints import Checkpoints
-from tiny_agent.journal import read_journal
+from tiny_agent.stores.checkpoints import Checkpoints
+from tiny_agent.stores.journal import read_journal
 import tiny_agent.fold.snapshot
 
 mode, path, directory = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])

@@ -36,11 +36,11 @@ import psycopg  # noqa: E402
 from append_bench import one_run  # noqa: E402
 from builders import Clock, RunWriter  # noqa: E402
 
-from tiny_agent.catalog import list_sessions  # noqa: E402
-from tiny_agent.filestore import file_chunks  # noqa: E402
-from tiny_agent.journal import JournalWriter, lines_of, reduce_source  # noqa: E402
-from tiny_agent.pgstore import PgStore  # noqa: E402
-from tiny_agent.store import FileStore  # noqa: E402
+from tiny_agent.stores.base import FileStore  # noqa: E402
+from tiny_agent.stores.catalog import list_sessions  # noqa: E402
+from tiny_agent.stores.files import file_chunks  # noqa: E402
+from tiny_agent.stores.journal import JournalWriter, lines_of, reduce_source  # noqa: E402
+from tiny_agent.stores.postgres.store import PgStore  # noqa: E402
 
 
 def timed_commits(writer: JournalWriter, count: int) -> float:
@@ -122,8 +122,8 @@ def listing(pg: PgStore, directory: Path, count: int, rounds: int) -> tuple[floa
     """Seconds to list ``count`` sessions: the file store's warm index, and the index table."""
     example = (ROOT / "sessions" / "examples" / "tool-run.jsonl").read_bytes()
     lines = [line for _, line in lines_of([example])]
-    from tiny_agent.ids import uuid7
-    from tiny_agent.store import journal_name
+    from tiny_agent.journal.ids import uuid7
+    from tiny_agent.stores.base import journal_name
 
     directory.mkdir(mode=0o700, exist_ok=True)
     created = 1_787_371_200_000

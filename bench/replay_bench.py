@@ -7,7 +7,7 @@ For each size it generates a valid session v2 journal with the shared
 generator (../shared/bench/gen_v2_session.py, cached under bench/out/) and a
 sealed v3 copy of it, then measures, each in a fresh interpreter:
 
-- replay: ``tiny_agent.journal.read_journal`` (full validation and fold);
+- replay: ``tiny_agent.stores.journal.read_journal`` (full validation and fold);
 - bare decode, keep: read the file in the same chunks, split lines, decode
   every line with msgspec and keep the values (what any reader that rebuilds
   state must at least do) -- the baseline of the target ratio.  The cyclic
@@ -58,7 +58,7 @@ CHILD = r"""
 import gc, json, sys, time
 import msgspec
 sys.path.insert(0, sys.argv[3])
-from tiny_agent.journal import read_journal
+from tiny_agent.stores.journal import read_journal
 
 path, mode = sys.argv[1], sys.argv[2]
 

@@ -33,11 +33,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from sessions_bench import best, make_session  # noqa: E402
 
-from tiny_agent.catalog import INDEX_NAME, report_entries, usage_buckets  # noqa: E402
-from tiny_agent.ids import uuid7  # noqa: E402
-from tiny_agent.journal import committed_lines, read_journal  # noqa: E402
-from tiny_agent.report import build_report  # noqa: E402
-from tiny_agent.store import journal_name  # noqa: E402
+from tiny_agent.journal.ids import uuid7  # noqa: E402
+from tiny_agent.oversight.report import build_report  # noqa: E402
+from tiny_agent.stores.base import journal_name  # noqa: E402
+from tiny_agent.stores.catalog import INDEX_NAME, report_entries, usage_buckets  # noqa: E402
+from tiny_agent.stores.journal import committed_lines, read_journal  # noqa: E402
 
 
 def main() -> None:

@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from builders import Clock, RunWriter, header  # noqa: E402
 
-from tiny_agent.catalog import INDEX_NAME, list_sessions  # noqa: E402
-from tiny_agent.ids import uuid7  # noqa: E402
-from tiny_agent.journal import JournalWriter, read_journal  # noqa: E402
-from tiny_agent.store import journal_name  # noqa: E402
+from tiny_agent.journal.ids import uuid7  # noqa: E402
+from tiny_agent.stores.base import journal_name  # noqa: E402
+from tiny_agent.stores.catalog import INDEX_NAME, list_sessions  # noqa: E402
+from tiny_agent.stores.journal import JournalWriter, read_journal  # noqa: E402
 
 
 def make_session(path: Path, kilobytes: int) -> None:

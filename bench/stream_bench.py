@@ -42,9 +42,9 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tiny_agent.api.chat_stream import LiveChatView, Reassembled, reassemble  # noqa: E402
-from tiny_agent.api.sse import SseDecoder, parse_events  # noqa: E402
-from tiny_agent.json_profile import LineDecoder  # noqa: E402
+from tiny_agent.journal.json_profile import LineDecoder  # noqa: E402
+from tiny_agent.wire.chat.stream import LiveChatView, Reassembled, reassemble  # noqa: E402
+from tiny_agent.wire.sse import SseDecoder, parse_events  # noqa: E402
 
 WORDS = ["the", "stream", "résumé", "naïve", "→", "journal", "😀", "bytes", "seam", "token", "ok", "Zürich", "\n", "  ", "日本"]
 NETWORK_CHUNK = 64 * 1024

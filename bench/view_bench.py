@@ -41,7 +41,7 @@ CHILD = r"""
 import contextlib, json, os, sys, time
 sys.path.insert(0, sys.argv[4])
 from pathlib import Path
-from tiny_agent.journal import read_journal
+from tiny_agent.stores.journal import read_journal
 
 path, mode, page = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tiny_agent.canonical import canonical_digest
-from tiny_agent.facts import (
+from tiny_agent.journal.canonical import canonical_digest
+from tiny_agent.journal.facts import (
     AssistantEntry,
     EntryFact,
     ErrorInfo,
@@ -24,10 +24,10 @@ from tiny_agent.facts import (
     UsageFact,
     UserEntry,
 )
-from tiny_agent.ids import uuid7
-from tiny_agent.journal import JournalWriter
-from tiny_agent.state import ConfigurationSnapshot, ToolDigest
-from tiny_agent.transcript import AssistantMessage, FunctionCall, ToolCall, ToolMessage, Usage, UserMessage
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.state import ConfigurationSnapshot, ToolDigest
+from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, ToolCall, ToolMessage, Usage, UserMessage
+from tiny_agent.stores.journal import JournalWriter
 
 ZERO_DIGEST = "sha256:" + "0" * 64
 SNAPSHOT = ConfigurationSnapshot(

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builders import RunWriter, new_writer  # noqa: E402
 from lines import edit_line, split  # noqa: E402
 
-from tiny_agent.transcript import Usage  # noqa: E402
+from tiny_agent.journal.transcript import Usage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "sessions" / "examples"

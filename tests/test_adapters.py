@@ -11,8 +11,10 @@ from conftest import PROJECT_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiny_agent import adapters
-from tiny_agent.adapters import (
+from tiny_agent.errors import ConfigError
+from tiny_agent.providers.selection import profile_table
+from tiny_agent.wire.chat import adapters
+from tiny_agent.wire.chat.adapters import (
     ADAPTER_NAMES,
     AdapterIdentity,
     Change,
@@ -21,9 +23,7 @@ from tiny_agent.adapters import (
     normalize_chat,
     parse_adapter_identity,
 )
-from tiny_agent.errors import ConfigError
-from tiny_agent.normalize import Accepted, Rejected, normalize_response
-from tiny_agent.profiles import profile_table
+from tiny_agent.wire.chat.seam import Accepted, Rejected, normalize_response
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 

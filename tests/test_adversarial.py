@@ -28,11 +28,12 @@ from test_fuzz import mutate
 from test_replay_cli import call
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.journal import raw_facts, read_journal
+from tiny_agent.fold.lines import reduce_bytes
+from tiny_agent.fold.transcript_rules import transcript_violation
+from tiny_agent.journal.state import IdleOperation
 from tiny_agent.loopback import LoopbackServer, Reply
-from tiny_agent.reducer import reduce_bytes, transcript_violation
-from tiny_agent.state import IdleOperation
-from tiny_agent.verify import verify
+from tiny_agent.oversight.verify import verify
+from tiny_agent.stores.journal import raw_facts, read_journal
 
 LONG = bool(os.environ.get("TINY_AGENT_LONG"))
 SECRET = "sk-adversary-0123456789abcdefghijklmnop"
@@ -290,8 +291,8 @@ JSONISH = st.recursive(
 def test_any_provider_body_settles_or_fails_durably(tmp_path_factory, body, status) -> None:
     from test_driver import _driver
 
-    from tiny_agent.provider import FakeReply
-    from tiny_agent.recovery import CurrentConfiguration, explain, plan_recovery
+    from tiny_agent.agent.recovery import CurrentConfiguration, explain, plan_recovery
+    from tiny_agent.providers.http import FakeReply
 
     directory = tmp_path_factory.mktemp("body")
     wrapped = {"choices": [{"message": body, "finish_reason": "stop"}]} if status == 200 else body

@@ -24,9 +24,10 @@ from lines import split
 from test_replay_cli import call
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.journal import raw_facts, read_journal
+from tiny_agent.fold.lines import reduce_bytes
+from tiny_agent.fold.transcript_rules import transcript_violation
 from tiny_agent.loopback import LoopbackServer, Reply, demo_bodies
-from tiny_agent.reducer import reduce_bytes, transcript_violation
+from tiny_agent.stores.journal import raw_facts, read_journal
 
 
 @pytest.fixture()

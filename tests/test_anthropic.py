@@ -14,21 +14,9 @@ from hypothesis import strategies as st
 from test_normalize import JSON_VALUES
 from wire_apis import WIRE, cases, check_outcome, fixture_record, inputs
 
-from tiny_agent.api.anthropic import (
-    API_VERSION,
-    DEFAULT_MAX_TOKENS,
-    anthropic_request,
-    normalize_anthropic,
-    normalize_anthropic_body,
-    normalize_anthropic_stream,
-    reassemble_anthropic_stream,
-    tool_input,
-)
-from tiny_agent.api.request import RequestOptions
-from tiny_agent.normalize import Accepted, AnthropicUsageDerivation, Rejected
-from tiny_agent.reducer import transcript_violation
-from tiny_agent.tools import BASH, READ, WRITE
-from tiny_agent.transcript import (
+from tiny_agent.agent.tools.builtin import BASH, READ, WRITE
+from tiny_agent.fold.transcript_rules import transcript_violation
+from tiny_agent.journal.transcript import (
     SYNTHETIC_TEXTS,
     AssistantMessage,
     FunctionCall,
@@ -39,6 +27,18 @@ from tiny_agent.transcript import (
     UserMessage,
     compaction_summary_message,
 )
+from tiny_agent.wire.anthropic import (
+    API_VERSION,
+    DEFAULT_MAX_TOKENS,
+    anthropic_request,
+    normalize_anthropic,
+    normalize_anthropic_body,
+    normalize_anthropic_stream,
+    reassemble_anthropic_stream,
+    tool_input,
+)
+from tiny_agent.wire.chat.seam import Accepted, AnthropicUsageDerivation, Rejected
+from tiny_agent.wire.request import RequestOptions
 
 FIXTURES = WIRE / "anthropic"
 

@@ -16,8 +16,8 @@ import pytest
 import replies
 from conftest import PROJECT_ROOT
 
-from tiny_agent.journal import read_journal
 from tiny_agent.loopback import LoopbackServer, Reply
+from tiny_agent.stores.journal import read_journal
 
 
 class Terminal:

@@ -14,15 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_anthropic import transcripts
 
-from tiny_agent.agent import Driver, Runtime
-from tiny_agent.api.chat import chat_request
-from tiny_agent.api.request import RequestOptions
-from tiny_agent.configuration import Configuration
-from tiny_agent.journal import JournalWriter, read_journal
-from tiny_agent.provider import FakeProvider, FakeReply
-from tiny_agent.toolbox import ToolBox
-from tiny_agent.tools import BASH, READ, WRITE, ToolSpec
-from tiny_agent.transcript import (
+from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.loop import Driver, Runtime
+from tiny_agent.agent.tools.builtin import BASH, READ, WRITE
+from tiny_agent.agent.tools.toolbox import ToolBox
+from tiny_agent.journal.tools import ToolSpec
+from tiny_agent.journal.transcript import (
     AssistantMessage,
     ChatMessage,
     FunctionCall,
@@ -32,6 +29,10 @@ from tiny_agent.transcript import (
     ToolMessage,
     UserMessage,
 )
+from tiny_agent.providers.http import FakeProvider, FakeReply
+from tiny_agent.stores.journal import JournalWriter, read_journal
+from tiny_agent.wire.chat.request import chat_request
+from tiny_agent.wire.request import RequestOptions
 
 CONTEXT: list[Message] = [
     UserMessage("What is in README.md? ünïcode ✓"),

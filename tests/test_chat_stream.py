@@ -11,7 +11,8 @@ from conftest import PROJECT_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiny_agent.api.chat_stream import (
+from tiny_agent.wire.chat.seam import Accepted, normalize_body, normalize_response
+from tiny_agent.wire.chat.stream import (
     LiveChatView,
     Reassembled,
     Shown,
@@ -22,8 +23,7 @@ from tiny_agent.api.chat_stream import (
     reassemble,
     reassemble_events,
 )
-from tiny_agent.api.sse import SseDecoder, SseEvent, parse_events
-from tiny_agent.normalize import Accepted, normalize_body, normalize_response
+from tiny_agent.wire.sse import SseDecoder, SseEvent, parse_events
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 STREAMS = WIRE / "streams" / "chat"

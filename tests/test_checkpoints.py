@@ -26,14 +26,14 @@ from spec_example import example_bytes
 from test_fuzz import mutate
 from test_replay_cli import call as cli
 
-from tiny_agent import checkpoints
-from tiny_agent.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
 from tiny_agent.errors import CorruptionError, UsageError
 from tiny_agent.fold import Fold, reduce_chunks
 from tiny_agent.fold import snapshot as snapshots
 from tiny_agent.fold.snapshot import SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
-from tiny_agent.journal import read_journal
-from tiny_agent.state import ToolCallState
+from tiny_agent.journal.state import ToolCallState
+from tiny_agent.stores import checkpoints
+from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
+from tiny_agent.stores.journal import read_journal
 
 
 def _sealed(runs: int, version: int = 3) -> bytes:
@@ -372,7 +372,7 @@ def test_a_checkpoint_made_by_other_code_is_not_used(tmp_path, monkeypatch):
 
 
 def test_a_writer_opens_a_session_from_its_checkpoint(tmp_path, monkeypatch):
-    from tiny_agent.journal import JournalWriter
+    from tiny_agent.stores.journal import JournalWriter
 
     path, run = grown_session(tmp_path)
     run.writer.close()
@@ -397,8 +397,8 @@ def test_the_threshold_comes_from_the_environment():
 def test_the_fold_identity_names_the_fold_code():
     identity = checkpoints.fold_identity()
     assert identity is not None and len(identity) == 32
-    assert ToolCallState  # the state's types are part of it (tiny_agent/state.py is hashed)
-    assert os.path.basename(snapshots.__file__) in {path.name for path in (Path(checkpoints.__file__).parent / "fold").glob("*.py")}
+    assert ToolCallState  # the state's types are part of it (tiny_agent/journal/state.py is hashed)
+    assert os.path.basename(snapshots.__file__) in {path.name for path in (Path(checkpoints.__file__).parent.parent / "fold").glob("*.py")}
 
 
 # -- the commands -------------------------------------------------------------------------------

@@ -16,13 +16,13 @@ import replies
 from conftest import PROJECT_ROOT, isolated_workspace
 from test_replay_cli import call
 
-from tiny_agent import compaction
-from tiny_agent.journal import read_journal
+from tiny_agent.agent import compaction
+from tiny_agent.fold.transcript_rules import transcript_violation
+from tiny_agent.journal.state import IdleOperation
+from tiny_agent.journal.transcript import UserMessage
 from tiny_agent.loopback import LoopbackServer, Reply
-from tiny_agent.reducer import transcript_violation
-from tiny_agent.state import IdleOperation
-from tiny_agent.transcript import UserMessage
-from tiny_agent.verify import verify
+from tiny_agent.oversight.verify import verify
+from tiny_agent.stores.journal import read_journal
 
 
 @pytest.fixture()

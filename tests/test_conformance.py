@@ -8,7 +8,7 @@ import pytest
 from conftest import conformance_dir
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.reducer import reduce_bytes
+from tiny_agent.fold.lines import reduce_bytes
 
 
 def _reducer_cases() -> list[dict[str, object]]:

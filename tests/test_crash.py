@@ -25,10 +25,10 @@ import pytest
 import replies
 from conftest import PROJECT_ROOT, StoreUnderTest
 
-from tiny_agent.journal import raw_facts, read_journal
+from tiny_agent.fold.transcript_rules import transcript_violation
+from tiny_agent.journal.transcript import AssistantMessage, ToolMessage
 from tiny_agent.loopback import LoopbackServer, Reply
-from tiny_agent.reducer import transcript_violation
-from tiny_agent.transcript import AssistantMessage, ToolMessage
+from tiny_agent.stores.journal import raw_facts, read_journal
 
 README = "# Example\n\nA project that prints hi.\n"
 SIDE_EFFECT = "echo ran >> side-effects.log"

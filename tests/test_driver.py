@@ -1,7 +1,7 @@
 """The driver on the provider seam, with an in-memory provider: fast unit tests of the agent loop.
 
 The loopback-HTTP tests (test_agent.py, test_crash.py) are the integration layer; these
-drive the same loop with :class:`tiny_agent.provider.FakeProvider`, no sockets and no threads.
+drive the same loop with :class:`tiny_agent.providers.http.FakeProvider`, no sockets and no threads.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import pytest
 import replies
 from builders import header
 
-from tiny_agent import recovery
-from tiny_agent.agent import Driver, Policy, Runtime
-from tiny_agent.configuration import Configuration
-from tiny_agent.journal import JournalWriter, raw_facts, read_journal
-from tiny_agent.provider import FakeProvider, FakeReply, WireRequest
-from tiny_agent.reducer import transcript_violation
-from tiny_agent.state import IdleOperation
-from tiny_agent.toolbox import ToolBox
+from tiny_agent.agent import recovery
+from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.loop import Driver, Policy, Runtime
+from tiny_agent.agent.tools.toolbox import ToolBox
+from tiny_agent.fold.transcript_rules import transcript_violation
+from tiny_agent.journal.state import IdleOperation
+from tiny_agent.providers.http import FakeProvider, FakeReply, WireRequest
+from tiny_agent.stores.journal import JournalWriter, raw_facts, read_journal
 
 
 def _driver(tmp_path: Path, script: list[FakeReply], policy: Policy = Policy(retry_wait=0.01)) -> tuple[Driver, FakeProvider]:
@@ -121,7 +121,7 @@ def test_an_interrupt_during_planning_is_reconciled(tmp_path: Path, monkeypatch:
             raise KeyboardInterrupt
         return real(state, current)
 
-    monkeypatch.setattr("tiny_agent.agent.plan_recovery", interrupted_once)
+    monkeypatch.setattr("tiny_agent.agent.loop.plan_recovery", interrupted_once)
     driver, provider = _driver(tmp_path, [])
     result = driver.run("Hello?")
     driver.writer.close()

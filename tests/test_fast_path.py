@@ -29,10 +29,10 @@ from lines import dumps, join, reseal, split
 from test_fuzz import VALID, mutate
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.facts import RawFact, RawResponse
 from tiny_agent.fold import Fold, reduce_chunks
-from tiny_agent.json_profile import ProvenLineDecoder
-from tiny_agent.wire import LineWire
+from tiny_agent.fold.typed import LineWire
+from tiny_agent.journal.facts import RawFact, RawResponse
+from tiny_agent.journal.json_profile import ProvenLineDecoder
 
 DIFFERENTIAL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

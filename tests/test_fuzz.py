@@ -21,7 +21,7 @@ from lines import join, split
 from spec_example import example_bytes
 
 from tiny_agent.errors import ERROR_CODES, CorruptionError
-from tiny_agent.reducer import reduce_bytes, reduce_chunks
+from tiny_agent.fold.lines import reduce_bytes, reduce_chunks
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

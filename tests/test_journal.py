@@ -13,11 +13,19 @@ from builders import Clock, RunWriter, header, new_writer, write_tool_session
 from conftest import PROJECT_ROOT
 from lines import split
 
-from tiny_agent.facts import EntryFact, UserEntry
-from tiny_agent.journal import CommitRejected, JournalWriter, SessionLocked, WriterPoisoned, holder_pid, is_locked, read_journal
-from tiny_agent.reducer import reduce_bytes
-from tiny_agent.store import ensure_private_directory
-from tiny_agent.transcript import UserMessage
+from tiny_agent.fold.lines import reduce_bytes
+from tiny_agent.journal.facts import EntryFact, UserEntry
+from tiny_agent.journal.transcript import UserMessage
+from tiny_agent.stores.base import ensure_private_directory
+from tiny_agent.stores.journal import (
+    CommitRejected,
+    JournalWriter,
+    SessionLocked,
+    WriterPoisoned,
+    holder_pid,
+    is_locked,
+    read_journal,
+)
 
 
 def test_new_journal_is_private_and_starts_with_a_v3_header(tmp_path):
@@ -84,7 +92,7 @@ def test_a_writer_in_another_process_holds_the_lock(tmp_path):
     path = tmp_path / "s.jsonl"
     new_writer(path).close()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tiny_agent.journal import JournalWriter; "
+        [sys.executable, "-c", "import sys, time; from tiny_agent.stores.journal import JournalWriter; "
          "w = JournalWriter.open(__import__('pathlib').Path(sys.argv[1])); print('held', flush=True); time.sleep(30)", str(path)],
         stdout=subprocess.PIPE,
         text=True,

@@ -22,15 +22,15 @@ from conftest import conformance_dir, isolated_workspace
 from test_replay_cli import call
 
 from tiny_agent.errors import CorruptionError, UsageError
-from tiny_agent.facts import EntryFact, HeaderLine, RecordFact, StepAttempt, UsageFact, UserEntry
-from tiny_agent.ids import uuid7
-from tiny_agent.journal import JournalWriter, committed_lines, read_journal
-from tiny_agent.lineage import MIN_ENTRY_PREFIX, chain_through, find_fork_point, upgraded
+from tiny_agent.fold.lines import reduce_bytes
+from tiny_agent.journal.facts import EntryFact, HeaderLine, RecordFact, StepAttempt, UsageFact, UserEntry
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.transcript import Usage, UserMessage
 from tiny_agent.loopback import LoopbackServer
-from tiny_agent.reducer import reduce_bytes
-from tiny_agent.store import journal_name, session_id_of
-from tiny_agent.transcript import Usage, UserMessage
-from tiny_agent.verify import verify
+from tiny_agent.oversight.lineage import MIN_ENTRY_PREFIX, chain_through, find_fork_point, upgraded
+from tiny_agent.oversight.verify import verify
+from tiny_agent.stores.base import journal_name, session_id_of
+from tiny_agent.stores.journal import JournalWriter, committed_lines, read_journal
 
 CREATED = 1_787_371_200_000
 

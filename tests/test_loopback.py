@@ -13,12 +13,8 @@ import replies
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiny_agent.api.anthropic import anthropic_request, normalize_anthropic_body, normalize_anthropic_stream
-from tiny_agent.api.chat import chat_request
-from tiny_agent.api.chat_stream import Reassembled, reassemble
-from tiny_agent.api.request import RequestOptions, WireRequest
-from tiny_agent.api.responses import normalize_responses_body, normalize_responses_stream, responses_request
-from tiny_agent.api.sse import parse_events
+from tiny_agent.agent.tools.builtin import READ, WRITE
+from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, UserMessage
 from tiny_agent.loopback import (
     APIS,
     DEMO_MODEL,
@@ -43,9 +39,13 @@ from tiny_agent.loopback import (
     whole_body,
     wire_plan,
 )
-from tiny_agent.normalize import Accepted, Outcome, Rejected, normalize_body, normalize_response
-from tiny_agent.tools import READ, WRITE
-from tiny_agent.transcript import AssistantMessage, Message, ToolMessage, UserMessage
+from tiny_agent.wire.anthropic import anthropic_request, normalize_anthropic_body, normalize_anthropic_stream
+from tiny_agent.wire.chat.request import chat_request
+from tiny_agent.wire.chat.seam import Accepted, Outcome, Rejected, normalize_body, normalize_response
+from tiny_agent.wire.chat.stream import Reassembled, reassemble
+from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.responses import normalize_responses_body, normalize_responses_stream, responses_request
+from tiny_agent.wire.sse import parse_events
 
 PATHS: dict[Api, str] = {"chat": "/chat/completions", "anthropic": "/messages", "responses": "/responses"}
 KEY = "sk-test-0123456789abcdefNEVERSTORED"

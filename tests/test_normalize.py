@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_replay_cli import call
 
-from tiny_agent import transactions
-from tiny_agent.journal import raw_facts, read_journal
-from tiny_agent.normalize import Accepted, Rejected, UsageDerivation, normalize_body, normalize_response
-from tiny_agent.reducer import parse_message
-from tiny_agent.transcript import AssistantMessage, Usage
+from tiny_agent.agent import transactions
+from tiny_agent.fold.transcript_rules import parse_message
+from tiny_agent.journal.transcript import AssistantMessage, Usage
+from tiny_agent.stores.journal import raw_facts, read_journal
+from tiny_agent.wire.chat.seam import Accepted, Rejected, UsageDerivation, normalize_body, normalize_response
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 CASES = sorted(path.name[: -len(".expected.json")] for path in WIRE.glob("*.expected.json"))

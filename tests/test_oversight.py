@@ -15,8 +15,8 @@ from conftest import PROJECT_ROOT
 from lines import edit_line, reseal, split
 from test_replay_cli import call
 
-from tiny_agent import catalog
-from tiny_agent.journal import JournalWriter, raw_facts
+from tiny_agent.stores import catalog
+from tiny_agent.stores.journal import JournalWriter, raw_facts
 
 
 @pytest.fixture()
@@ -64,8 +64,8 @@ def test_audit_of_the_demo_lists_dropped_fields_usage_and_no_drift(capsys, demo_
 
 
 def test_request_digest_is_the_digest_of_the_messages_sent(capsys, demo_session):
-    from tiny_agent.canonical import canonical_digest
-    from tiny_agent.journal import read_journal
+    from tiny_agent.journal.canonical import canonical_digest
+    from tiny_agent.stores.journal import read_journal
 
     report = json.loads(call(capsys, "audit", str(demo_session), "--json")[1])
     messages = json.loads(call(capsys, "replay", str(demo_session), "--messages")[1])
@@ -264,7 +264,7 @@ def test_large_content_stays_cheap_to_list(capsys, tmp_path, monkeypatch):
     assert row["prompt"] == "read the big file"
     probe = (
         "from pathlib import Path\n"
-        "from tiny_agent.verify import verify\n"
+        "from tiny_agent.oversight.verify import verify\n"
         f"v = verify(Path({str(path)!r}))\n"
         "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM'))\n"
         "print(v.status, int(peak.split()[1]) // 1024)\n"
@@ -321,9 +321,9 @@ def test_audit_refuses_exactly_what_the_reducer_refuses(capsys, demo_session) ->
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from tiny_agent.audit import audit
     from tiny_agent.errors import CorruptionError
-    from tiny_agent.journal import read_journal
+    from tiny_agent.oversight.audit import audit
+    from tiny_agent.stores.journal import read_journal
 
     original = demo_session.read_bytes()
     copy = demo_session.with_name("mutated.jsonl")
@@ -350,8 +350,8 @@ def test_a_huge_raw_line_is_audited_in_one_read(tmp_path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(PROJECT_ROOT / "bench"))
     from line_bench import write_session
 
-    from tiny_agent import filestore
-    from tiny_agent.audit import audit
+    from tiny_agent.oversight.audit import audit
+    from tiny_agent.stores import files as filestore
 
     path = write_session(tmp_path, 3)
     reads = []

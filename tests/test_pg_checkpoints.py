@@ -24,13 +24,14 @@ from conftest import PROJECT_ROOT
 from test_checkpoints import Notes, Restores, add_runs
 from test_replay_cli import call as cli
 
-from tiny_agent import checkpoints, pgschema
 from tiny_agent.errors import CorruptionError
-from tiny_agent.filestore import file_chunks
 from tiny_agent.fold import Fold
-from tiny_agent.journal import fold_chunks, lines_of, reduce_source
-from tiny_agent.pgcheckpoints import PgCheckpoints
-from tiny_agent.pgstore import PgStore
+from tiny_agent.stores import checkpoints
+from tiny_agent.stores.files import file_chunks
+from tiny_agent.stores.journal import fold_chunks, lines_of, reduce_source
+from tiny_agent.stores.postgres import schema as pgschema
+from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
+from tiny_agent.stores.postgres.store import PgStore
 
 EXAMPLES = PROJECT_ROOT / "sessions" / "examples"
 

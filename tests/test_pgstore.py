@@ -19,15 +19,15 @@ import pytest
 from builders import RunWriter, new_writer
 from conftest import PROJECT_ROOT
 
-from tiny_agent import pgschema
 from tiny_agent.errors import EXIT_TEMPFAIL, ConfigError, Misnamed
-from tiny_agent.facts import EntryFact, UserEntry
-from tiny_agent.filestore import file_chunks
-from tiny_agent.ids import uuid7
-from tiny_agent.journal import WriterPoisoned, lines_of, reduce_source
-from tiny_agent.pgstore import PgStore, SessionHeld, StoreUnavailable
-from tiny_agent.store import FileStore, choose_store, shortest_handles
-from tiny_agent.transcript import UserMessage
+from tiny_agent.journal.facts import EntryFact, UserEntry
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.transcript import UserMessage
+from tiny_agent.stores.base import FileStore, choose_store, shortest_handles
+from tiny_agent.stores.files import file_chunks
+from tiny_agent.stores.journal import WriterPoisoned, lines_of, reduce_source
+from tiny_agent.stores.postgres import schema as pgschema
+from tiny_agent.stores.postgres.store import PgStore, SessionHeld, StoreUnavailable
 
 EXAMPLES = PROJECT_ROOT / "sessions" / "examples"
 
@@ -120,7 +120,7 @@ def test_a_killed_writers_lock_is_gone_at_once(pg_url: str) -> None:
     session_id = writer.state.header.id
     holder = _python(
         f"""
-        from tiny_agent.pgstore import PgStore
+        from tiny_agent.stores.postgres.store import PgStore
         store = PgStore({pg_url!r})
         writer = store.open_writer(store.session({session_id!r}), "fsync")
         print("held", flush=True)
@@ -149,11 +149,11 @@ def test_two_processes_racing_one_wins_one_is_locked_nothing_interleaves(pg_url:
     session_id = writer.state.header.id
     script = f"""
         import sys, time
-        from tiny_agent.pgstore import PgStore
+        from tiny_agent.stores.postgres.store import PgStore
         from tiny_agent.errors import TinyAgentError
-        from tiny_agent.facts import EntryFact, UserEntry
-        from tiny_agent.ids import uuid7
-        from tiny_agent.transcript import UserMessage
+        from tiny_agent.journal.facts import EntryFact, UserEntry
+        from tiny_agent.journal.ids import uuid7
+        from tiny_agent.journal.transcript import UserMessage
         store = PgStore({pg_url!r})
         start = float(sys.argv[1])
         time.sleep(max(0, start - time.time()))
@@ -204,10 +204,10 @@ def test_a_mid_write_kill_leaves_no_part_of_the_line(pg_url: str) -> None:
     before = stored_bytes(store, session_id)
     killed = _python(
         f"""
-        from tiny_agent.pgstore import PgStore
-        from tiny_agent.facts import EntryFact, UserEntry
-        from tiny_agent.ids import uuid7
-        from tiny_agent.transcript import UserMessage
+        from tiny_agent.stores.postgres.store import PgStore
+        from tiny_agent.journal.facts import EntryFact, UserEntry
+        from tiny_agent.journal.ids import uuid7
+        from tiny_agent.journal.transcript import UserMessage
         store = PgStore({pg_url!r})
         writer = store.open_writer(store.session({session_id!r}), "fsync")
         writer.commit([EntryFact(id=uuid7(), entry=UserEntry(message=UserMessage(content="lost")))], "user")
@@ -278,7 +278,7 @@ def test_ten_thousand_sessions_are_listed_from_the_index_with_their_handles(pg_u
 
 
 def test_names_a_session_by_id_prefix_handle_and_refuses_what_fits_several(pg_url: str) -> None:
-    from tiny_agent.store import AmbiguousSession, SessionNotFound
+    from tiny_agent.stores.base import AmbiguousSession, SessionNotFound
 
     store = PgStore(pg_url)
     session_id = import_file(store, EXAMPLES / "tool-run.jsonl")

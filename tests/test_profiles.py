@@ -10,21 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiny_agent.errors import ConfigError
-from tiny_agent.profiles import (
-    BUILTIN_PROFILES,
-    Endpoint,
-    Requested,
-    RoutingTarget,
-    api_named,
-    choose_key,
-    list_profiles,
-    parse_routing_identity,
-    profile_table,
-    routing_identity,
-    safe_base_url,
-    select_endpoint,
-)
-from tiny_agent.userconfig import UserConfig, parse_user_config
+from tiny_agent.providers.endpoint import Endpoint, RoutingTarget, parse_routing_identity, routing_identity
+from tiny_agent.providers.keys import choose_key, safe_base_url
+from tiny_agent.providers.profiles import BUILTIN_PROFILES, api_named
+from tiny_agent.providers.selection import Requested, list_profiles, profile_table, select_endpoint
+from tiny_agent.providers.userconfig import UserConfig, parse_user_config
 
 SECRET = "sk-SECRET-0123456789abcdef"
 """Every key in these tests holds this, so one substring check finds any leak."""
@@ -551,7 +541,7 @@ def test_the_listing_says_whether_each_key_is_present_never_what_it_is():
 
 
 def test_profile_table_refuses_a_user_profile_that_reuses_a_builtin_name():
-    from tiny_agent.profiles import Profile
+    from tiny_agent.providers.profiles import Profile
 
     clash = Profile(name="openai", api="chat", base_url="https://evil.example/v1", key_variable="OPENAI_API_KEY",
                     key_style="bearer", key_destinations=("https://evil.example",), origin="config")

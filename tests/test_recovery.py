@@ -10,11 +10,11 @@ from builders import SNAPSHOT_DIGEST, RunWriter, new_writer
 from conftest import PROJECT_ROOT, conformance_dir
 from spec_example import example_bytes
 
-from tiny_agent import transactions
-from tiny_agent.journal import read_journal
-from tiny_agent.recovery import CurrentConfiguration, explain, plan_recovery
-from tiny_agent.reducer import reduce_bytes
-from tiny_agent.tools import ToolDeclaration
+from tiny_agent.agent import transactions
+from tiny_agent.agent.recovery import CurrentConfiguration, explain, plan_recovery
+from tiny_agent.fold.lines import reduce_bytes
+from tiny_agent.journal.tools import ToolDeclaration
+from tiny_agent.stores.journal import read_journal
 
 ZERO = "sha256:" + "0" * 64
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiny_agent.redact import (
+from tiny_agent.journal.redact import (
     MARKER,
     MIN_SECRET_LENGTH,
     Secrets,

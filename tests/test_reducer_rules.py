@@ -13,7 +13,7 @@ from lines import edit_line, join, reseal, split
 from spec_example import example_bytes
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.reducer import reduce_bytes
+from tiny_agent.fold.lines import reduce_bytes
 
 V2 = example_bytes(9)  # the complete §20 example, without its torn tail
 

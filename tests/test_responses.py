@@ -13,16 +13,8 @@ from test_anthropic import transcripts
 from test_normalize import JSON_VALUES
 from wire_apis import WIRE, cases, check_outcome, fixture_record, inputs
 
-from tiny_agent.api.request import RequestOptions
-from tiny_agent.api.responses import (
-    normalize_responses,
-    normalize_responses_body,
-    normalize_responses_stream,
-    responses_request,
-)
-from tiny_agent.normalize import Accepted, Rejected, ResponsesUsageDerivation
-from tiny_agent.tools import BASH, READ, WRITE
-from tiny_agent.transcript import (
+from tiny_agent.agent.tools.builtin import BASH, READ, WRITE
+from tiny_agent.journal.transcript import (
     SYNTHETIC_TEXTS,
     AssistantMessage,
     FunctionCall,
@@ -31,6 +23,14 @@ from tiny_agent.transcript import (
     ToolMessage,
     Usage,
     UserMessage,
+)
+from tiny_agent.wire.chat.seam import Accepted, Rejected, ResponsesUsageDerivation
+from tiny_agent.wire.request import RequestOptions
+from tiny_agent.wire.responses import (
+    normalize_responses,
+    normalize_responses_body,
+    normalize_responses_stream,
+    responses_request,
 )
 
 FIXTURES = WIRE / "responses"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent.sandbox import (
+from tiny_agent.agent.tools.sandbox import (
     SandboxProbe,
     SandboxUnavailable,
     bubblewrap_argv,
@@ -27,7 +27,7 @@ from tiny_agent.sandbox import (
     scrubbed_environment,
     unconfined_notice,
 )
-from tiny_agent.toolbox import ToolBox
+from tiny_agent.agent.tools.toolbox import ToolBox
 
 KEY = "sk-test-0123456789abcdef0123456789abcdef"
 OTHER_KEY = "sk-openai-fedcba9876543210fedcba9876543210"

@@ -3,7 +3,7 @@
 The member sets of the fold (:mod:`tiny_agent.fold.contract`) are derived
 from the fact Structs, so these tests pin both to the spec's own lists
 (session-v2 §4, §7-§10, §13.1 and session-v3, written out here by hand) and
-pin the wire shapes (:mod:`tiny_agent.wire`) to them: a wire shape may be
+pin the wire shapes (:mod:`tiny_agent.fold.typed`) to them: a wire shape may be
 narrower than the contract (it then sends the line to the reference path),
 never wider, and where it stands for a whole object it has exactly its
 members, with field types that match.
@@ -19,9 +19,10 @@ import msgspec
 import msgspec.inspect as inspect
 import pytest
 
-from tiny_agent import facts, reducer, state, transcript, wire
 from tiny_agent.fold import contract
-from tiny_agent.fold.version import PROFILES, V2, V3
+from tiny_agent.fold import typed as wire
+from tiny_agent.fold.version import PROFILES, SUPPORTED_VERSIONS, V2, V3
+from tiny_agent.journal import facts, state, transcript
 
 SPEC_MEMBERS: dict[str, set[str]] = {
     "HEADER_KEYS": {"kind", "version", "id", "createdAt", "cwd", "provider", "model", "environmentIdentity"},
@@ -108,11 +109,6 @@ def test_the_fold_accepts_exactly_the_specs_members(name):
 def test_every_member_set_of_the_fold_is_pinned_here():
     defined = {name for name in vars(contract) if name.endswith("_KEYS")}
     assert defined == set(SPEC_MEMBERS)
-
-
-@pytest.mark.parametrize("name", sorted(SPEC_MEMBERS))
-def test_the_facade_re_exports_the_same_sets(name):
-    assert getattr(reducer, name) is getattr(contract, name)
 
 
 def test_usage_counters_are_checked_in_the_contracts_order():
@@ -248,7 +244,7 @@ def test_the_version_profiles_name_real_fact_kinds():
     tags = {member.__struct_config__.tag for member in get_args(facts.Fact)}
     assert tags == set(get_args(facts.FactKind)) == V3.fact_kinds
     assert V2.fact_kinds == {"entry", "record", "usage"}
-    assert sorted(PROFILES) == [2, 3] and reducer.SUPPORTED_VERSIONS == (2, 3)
+    assert sorted(PROFILES) == [2, 3] and SUPPORTED_VERSIONS == (2, 3)
     assert (V2.max_attempt, V3.max_attempt) == (2, 16)
     assert (V2.sealed, V3.sealed) == (False, True)
 

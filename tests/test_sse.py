@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiny_agent.api.sse import SseDecoder, SseEvent, looks_like_sse, parse_events
+from tiny_agent.wire.sse import SseDecoder, SseEvent, looks_like_sse, parse_events
 
 
 def test_data_lines_join_comments_and_other_fields_are_ignored() -> None:

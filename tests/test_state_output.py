@@ -19,8 +19,8 @@ from spec_example import example_bytes
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.fold import Fold, reduce_bytes, reduce_chunks
-from tiny_agent.state import SessionState
-from tiny_agent.transcript import COMPACTED_HISTORY_PREFIX, UserMessage
+from tiny_agent.journal.state import SessionState
+from tiny_agent.journal.transcript import COMPACTED_HISTORY_PREFIX, UserMessage
 
 EXAMPLES = PROJECT_ROOT / "sessions" / "examples"
 

@@ -15,13 +15,13 @@ from builders import RunWriter, new_writer
 from test_replay_cli import call
 
 from tiny_agent.errors import EXIT_CORRUPT
-from tiny_agent.facts import EntryFact, UserEntry
-from tiny_agent.filestore import file_chunks, lock_path, write_all
-from tiny_agent.ids import uuid7
-from tiny_agent.journal import JournalWriter, SessionMisnamed, fold_chunks, read_journal
-from tiny_agent.store import FileStore, journal_name
-from tiny_agent.transcript import UserMessage
-from tiny_agent.verify import verify
+from tiny_agent.journal.facts import EntryFact, UserEntry
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.transcript import UserMessage
+from tiny_agent.oversight.verify import verify
+from tiny_agent.stores.base import FileStore, journal_name
+from tiny_agent.stores.files import file_chunks, lock_path, write_all
+from tiny_agent.stores.journal import JournalWriter, SessionMisnamed, fold_chunks, read_journal
 
 CREATED = 1_787_371_200_000
 

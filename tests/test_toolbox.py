@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pytest
 
-from tiny_agent.toolbox import (
+from tiny_agent.agent.tools.toolbox import (
     DIFF_LINE_LIMIT,
     DIFF_WIDTH_LIMIT,
     READ_LIMIT,
@@ -25,7 +25,7 @@ from tiny_agent.toolbox import (
     render_proposal,
     terminal_approver,
 )
-from tiny_agent.tools import ToolOutcome
+from tiny_agent.journal.tools import ToolOutcome
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from tiny_agent.errors import ConfigError, PermissionDenied
-from tiny_agent.profiles import Requested, select_endpoint
-from tiny_agent.userconfig import (
+from tiny_agent.providers.selection import Requested, select_endpoint
+from tiny_agent.providers.userconfig import (
     EMPTY,
     ModelSettings,
     UserConfig,

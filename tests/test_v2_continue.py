@@ -22,14 +22,14 @@ import replies
 from builders import RunWriter
 from conftest import PROJECT_ROOT
 
-from tiny_agent.facts import HeaderLine
-from tiny_agent.ids import uuid7
-from tiny_agent.journal import JournalWriter, lock_path, raw_facts, read_journal
+from tiny_agent.journal.facts import HeaderLine
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.state import IdleOperation, RunOperation
+from tiny_agent.journal.transcript import ToolMessage
 from tiny_agent.loopback import LoopbackServer
-from tiny_agent.state import IdleOperation, RunOperation
-from tiny_agent.store import journal_name
-from tiny_agent.transcript import ToolMessage
-from tiny_agent.verify import verify
+from tiny_agent.oversight.verify import verify
+from tiny_agent.stores.base import journal_name
+from tiny_agent.stores.journal import JournalWriter, lock_path, raw_facts, read_journal
 
 CREATED = 1_787_371_200_000
 README = "# Example\n\nA project that prints hi.\n"

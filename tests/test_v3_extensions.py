@@ -15,13 +15,13 @@ import msgspec
 import pytest
 from builders import SNAPSHOT, SNAPSHOT_DIGEST, RunWriter, new_writer
 
-from tiny_agent.canonical import canonical_digest
 from tiny_agent.errors import CorruptionError
-from tiny_agent.facts import RawFact, RawResponse, RecordFact, StepAttempt
 from tiny_agent.fold import Fold, reduce_chunks
-from tiny_agent.ids import uuid7
-from tiny_agent.json_profile import MAX_SAFE_INTEGER
-from tiny_agent.state import ConfigurationSnapshot, RunOperation
+from tiny_agent.journal.canonical import canonical_digest
+from tiny_agent.journal.facts import RawFact, RawResponse, RecordFact, StepAttempt
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
+from tiny_agent.journal.state import ConfigurationSnapshot, RunOperation
 
 
 def outcome(data: bytes, *, fast_path: bool) -> tuple[str, Any]:

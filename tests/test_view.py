@@ -15,11 +15,11 @@ from builders import Clock, RunWriter, new_writer, write_tool_session
 from conftest import PROJECT_ROOT, conformance_dir
 from test_view_support import HOSTILE, HOSTILE_MODEL, make_hostile, make_story, tiny, workspace
 
-from tiny_agent.transcript import Usage
-from tiny_agent.userconfig import ModelSettings
+from tiny_agent.journal.transcript import Usage
+from tiny_agent.oversight.cost import Cost, money, price, unpriced
+from tiny_agent.providers.userconfig import ModelSettings
 from tiny_agent.view import charts, page
 from tiny_agent.view.charts import MAX_BARS, Bar, bucketed, token_bars
-from tiny_agent.view.cost import Cost, money, price, unpriced
 from tiny_agent.view.json_html import json_html
 from tiny_agent.view.model import build_view
 from tiny_agent.view.session_page import session_page
@@ -316,7 +316,7 @@ def test_panels_show_adapters_an_early_end_and_redactions(tmp_path: Path) -> Non
 
 
 def test_bodies_that_are_not_json_or_not_text(tmp_path: Path) -> None:
-    from tiny_agent.facts import RawFact, RawResponse
+    from tiny_agent.journal.facts import RawFact, RawResponse
 
     path = tmp_path / "odd.jsonl"
     writer = new_writer(path)

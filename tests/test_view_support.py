@@ -23,8 +23,8 @@ import pytest
 import replies
 
 from tiny_agent.cli import main
-from tiny_agent.journal import raw_facts, read_journal
 from tiny_agent.loopback import EndlessToolCaller, LoopbackServer, Reply, StreamShape
+from tiny_agent.stores.journal import raw_facts, read_journal
 
 PWNED = "window.__pwned = 1; document.title = 'pwned'"
 HOSTILE = (

@@ -15,12 +15,12 @@ import replies
 from conftest import PROJECT_ROOT
 from test_replay_cli import call
 
-from tiny_agent.journal import raw_facts, read_journal
+from tiny_agent.fold.transcript_rules import transcript_violation
+from tiny_agent.journal.state import IdleOperation
 from tiny_agent.loopback import Answer, Call, LoopbackServer, Reply, StreamShape
 from tiny_agent.loopback.capture import fingerprint
-from tiny_agent.reducer import transcript_violation
-from tiny_agent.state import IdleOperation
-from tiny_agent.verify import verify
+from tiny_agent.oversight.verify import verify
+from tiny_agent.stores.journal import raw_facts, read_journal
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 KEY_VARIABLES = (
@@ -136,7 +136,7 @@ def test_the_explicit_key_goes_to_the_url_given(capsys, workspace: Path, monkeyp
 
 
 def test_openai_key_alone_is_never_sent_to_openrouter(workspace: Path) -> None:
-    from tiny_agent.profiles import Requested, select_endpoint
+    from tiny_agent.providers.selection import Requested, select_endpoint
 
     endpoint = select_endpoint(Requested(model="m"), {"OPENAI_API_KEY": "sk-openai-0123456789abcdefghij"}, None)
     assert endpoint.name == "openai"

@@ -6,7 +6,7 @@ import pytest
 from spec_example import example_bytes, example_lines
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.reducer import reduce_bytes
+from tiny_agent.fold.lines import reduce_bytes
 
 
 def test_example_reduces_to_the_stated_state():

@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 from conftest import PROJECT_ROOT
 
-from tiny_agent.api.seam import NormalizedStream
-from tiny_agent.normalize import Accepted, Outcome, Rejected
-from tiny_agent.reducer import parse_message
-from tiny_agent.transcript import AssistantMessage
+from tiny_agent.fold.transcript_rules import parse_message
+from tiny_agent.journal.transcript import AssistantMessage
+from tiny_agent.wire.chat.seam import Accepted, Outcome, Rejected
+from tiny_agent.wire.seam import NormalizedStream
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, NoReturn
 from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CorruptionError, TinyAgentError, UsageError, os_error
 
 if TYPE_CHECKING:
-    from tiny_agent.checkpoints import Checkpoints
-    from tiny_agent.pgcheckpoints import PgCheckpoints
-    from tiny_agent.reducer import Fold
-    from tiny_agent.state import SessionState
-    from tiny_agent.store import FileStore, Session, Store
+    from tiny_agent.fold.fold import Fold
+    from tiny_agent.journal.state import SessionState
+    from tiny_agent.stores.base import FileStore, Session, Store
+    from tiny_agent.stores.checkpoints import Checkpoints
+    from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
 
 
 def store(sessions_dir: str | None) -> FileStore:
-    from tiny_agent.store import open_store
+    from tiny_agent.stores.base import open_store
 
     return open_store(sessions_dir)
 
@@ -43,7 +43,7 @@ class Where:
     @property
     def store(self) -> Store:
         if self._store is None:
-            from tiny_agent.store import choose_store
+            from tiny_agent.stores.base import choose_store
 
             self._store = choose_store(self.sessions_dir, self.store_url)
         return self._store
@@ -73,7 +73,7 @@ class Found:
 
     def checkpoints(self) -> Checkpoints | None:
         """The checkpoints of a journal file of the sessions directory; None for a database's session."""
-        from tiny_agent.store import FileStore, sessions_dir
+        from tiny_agent.stores.base import FileStore, sessions_dir
 
         if self.session.path is None:
             return None
@@ -85,18 +85,18 @@ class Found:
         if self.session.path is not None:
             return None
         # Only the PostgreSQL store makes sessions without a file, so psycopg is loaded already.
-        from tiny_agent.pgstore import PgStore
+        from tiny_agent.stores.postgres.store import PgStore
 
         if not isinstance(self.store, PgStore):
             return None
-        from tiny_agent.checkpoints import threshold_from
-        from tiny_agent.pgcheckpoints import PgCheckpoints
+        from tiny_agent.stores.checkpoints import threshold_from
+        from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
 
         return PgCheckpoints(self.store, threshold=threshold_from(os.environ), note=progress)
 
     def fold(self) -> Fold:
         """The session folded, from its checkpoint (a file's, or a database session's row) when one checks out."""
-        from tiny_agent.journal import fold_chunks
+        from tiny_agent.stores.journal import fold_chunks
 
         checkpoints = self.checkpoints()
         rows = self.row_checkpoints()
@@ -141,7 +141,7 @@ def print_json(value: object) -> None:
 
 def read_journal(path: Path) -> SessionState:
     """Every line of the journal folded (what ``verify`` wants: never a checkpoint)."""
-    from tiny_agent.journal import read_journal as read
+    from tiny_agent.stores.journal import read_journal as read
 
     try:
         return read(path)
@@ -151,13 +151,13 @@ def read_journal(path: Path) -> SessionState:
 
 def checkpoints_for(sessions_dir: str | None) -> Checkpoints:
     """The checkpoints of the sessions directory; a fold that falls back from one says why on stderr."""
-    from tiny_agent.store import sessions_dir as directory_of
+    from tiny_agent.stores.base import sessions_dir as directory_of
 
     return _checkpoints(directory_of(sessions_dir))
 
 
 def _checkpoints(directory: Path) -> Checkpoints:
-    from tiny_agent.checkpoints import Checkpoints, threshold_from
+    from tiny_agent.stores.checkpoints import Checkpoints, threshold_from
 
     return Checkpoints(directory, threshold=threshold_from(os.environ), note=progress)
 

@@ -44,9 +44,9 @@ from tiny_agent.cli.settings import (
 from tiny_agent.cli.writing import handle_of
 
 if TYPE_CHECKING:
-    from tiny_agent.agent import DriveResult, Runtime
-    from tiny_agent.journal import JournalWriter
-    from tiny_agent.live import TerminalDisplay
+    from tiny_agent.agent.live import TerminalDisplay
+    from tiny_agent.agent.loop import DriveResult, Runtime
+    from tiny_agent.stores.journal import JournalWriter
 
 PROMPT: Final = "› "
 COMMANDS: Final = {
@@ -120,7 +120,7 @@ def _loop(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | No
 
 
 def _one_run(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None, prompt: str) -> None:
-    from tiny_agent.agent import Driver
+    from tiny_agent.agent.loop import Driver
 
     result = Driver(writer, runtime, report=progress).run(prompt)
     _show(result, display)
@@ -143,7 +143,7 @@ def _show(result: DriveResult, display: TerminalDisplay | None) -> None:
 
 def _slash(text: str, writer: JournalWriter, runtime: Runtime, where: Where) -> bool:
     """Run a slash command; True to leave the chat."""
-    from tiny_agent.render import transcript_lines, usage_summary
+    from tiny_agent.oversight.render import transcript_lines, usage_summary
 
     command = text.split()[0]
     out = sys.stdout
@@ -170,8 +170,8 @@ def _slash(text: str, writer: JournalWriter, runtime: Runtime, where: Where) -> 
 
 
 def _audit(found: Found) -> None:
-    from tiny_agent.audit import audit_chunks
-    from tiny_agent.render import audit_lines
+    from tiny_agent.oversight.audit import audit_chunks
+    from tiny_agent.oversight.render import audit_lines
 
     for line in audit_lines(audit_chunks(found.chunks(), found.name)):
         sys.stdout.write(line + "\n")

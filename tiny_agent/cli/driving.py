@@ -64,11 +64,11 @@ from tiny_agent.errors import (
 )
 
 if TYPE_CHECKING:
-    from tiny_agent.agent import Driver, DriveResult, Runtime
-    from tiny_agent.journal import JournalWriter
-    from tiny_agent.live import TerminalDisplay
-    from tiny_agent.profiles import Endpoint
-    from tiny_agent.store import Store
+    from tiny_agent.agent.live import TerminalDisplay
+    from tiny_agent.agent.loop import Driver, DriveResult, Runtime
+    from tiny_agent.providers.endpoint import Endpoint
+    from tiny_agent.stores.base import Store
+    from tiny_agent.stores.journal import JournalWriter
 
 
 def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult]) -> tuple[DriveResult, str | None]:
@@ -77,8 +77,8 @@ def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], D
     A closing seal that cannot be written (a full disk) does not hide the
     run's outcome: the caller reports the outcome first, then the seal.
     """
-    from tiny_agent.agent import Driver
-    from tiny_agent.journal import WriterPoisoned
+    from tiny_agent.agent.loop import Driver
+    from tiny_agent.stores.journal import WriterPoisoned
 
     driver = Driver(writer, runtime, report=progress)
     seal_failure: str | None = None
@@ -158,8 +158,8 @@ def _read_prompt(prompt: str) -> str:
 
 def _runtime(options: DriveOptions, endpoint: Endpoint, display: TerminalDisplay | None) -> Runtime:
     """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected."""
-    from tiny_agent.agent import build_runtime
-    from tiny_agent.toolbox import terminal_approver
+    from tiny_agent.agent.loop import build_runtime
+    from tiny_agent.agent.tools.toolbox import terminal_approver
 
     runtime = build_runtime(
         endpoint,
@@ -184,7 +184,7 @@ def _display() -> TerminalDisplay | None:
     """Live output only when stdout is a terminal; piped output gets the final answer alone."""
     if not sys.stdout.isatty():
         return None
-    from tiny_agent.live import TerminalDisplay
+    from tiny_agent.agent.live import TerminalDisplay
 
     return TerminalDisplay()
 
@@ -301,7 +301,7 @@ def demo(
 
 def _demo_endpoint(options: DriveOptions) -> Endpoint:
     """The bundled server's endpoint: a custom Chat Completions profile on loopback, whatever keys are set."""
-    from tiny_agent.profiles import Requested, select_endpoint
+    from tiny_agent.providers.selection import Requested, select_endpoint
 
     requested = Requested(provider=options.provider, base_url=options.base_url, model=options.model)
     return select_endpoint(requested, {}, None)
@@ -365,7 +365,7 @@ def resume(
 
 
 def _idle(writer: JournalWriter) -> bool:
-    from tiny_agent.state import IdleOperation
+    from tiny_agent.journal.state import IdleOperation
 
     return type(writer.state.operation) is IdleOperation
 
@@ -416,9 +416,8 @@ def _say_nothing_to_do(as_json: bool, path: Path) -> None:
 def _plan_only(found: Found, current_config: str | None, options: DriveOptions, as_json: bool) -> None:
     import msgspec
 
-    from tiny_agent.agent import blocked_reason
-    from tiny_agent.journal import cannot_record_responses
-    from tiny_agent.recovery import (
+    from tiny_agent.agent.loop import blocked_reason
+    from tiny_agent.agent.recovery import (
         IDLE_FINISH,
         Blocked,
         CurrentConfiguration,
@@ -427,7 +426,8 @@ def _plan_only(found: Found, current_config: str | None, options: DriveOptions, 
         explain,
         plan_recovery,
     )
-    from tiny_agent.state import IdleOperation
+    from tiny_agent.journal.state import IdleOperation
+    from tiny_agent.stores.journal import cannot_record_responses
 
     path = found.path
     refuse_if_held(found)

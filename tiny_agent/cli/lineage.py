@@ -16,8 +16,8 @@ from tiny_agent.cli.settings import DurabilityOption, parse_durability
 from tiny_agent.errors import CorruptionError, UsageError, os_error
 
 if TYPE_CHECKING:
-    from tiny_agent.interop import Made
-    from tiny_agent.store import Store
+    from tiny_agent.oversight.interop import Made
+    from tiny_agent.stores.base import Store
 
 Done = TypeVar("Done")
 
@@ -34,7 +34,7 @@ def upgrade(
 
     The v2 file is only read.  Resume or run the new session; the v2 one cannot take a model call.
     """
-    from tiny_agent.interop import upgrade as upgrade_journal
+    from tiny_agent.oversight.interop import upgrade as upgrade_journal
 
     files = Where(sessions_dir, store_url).store
     source = files.resolve(journal)
@@ -68,7 +68,7 @@ def fork(
 
     A point inside an open run or compaction is refused, naming the points that would do.
     """
-    from tiny_agent.interop import fork as fork_session
+    from tiny_agent.oversight.interop import fork as fork_session
 
     files = Where(sessions_dir, store_url).store
     parent = files.resolve(session)
@@ -95,7 +95,7 @@ def export(
     store_url: str | None = StoreOption,
 ) -> None:
     """Write a session's journal out: its exact bytes, or (--v2) as a v2 journal, saying on stderr what v2 leaves out."""
-    from tiny_agent.interop import export_v2, write_file, write_stream
+    from tiny_agent.oversight.interop import export_v2, write_file, write_stream
 
     files = Where(sessions_dir, store_url).store
     found = files.resolve(session)
@@ -126,7 +126,7 @@ def export(
 
 def _refuse_a_second_copy_in_the_store(files: Store, target: Path) -> None:
     """An export keeps the session's id: inside the sessions directory it would be a second journal of one session."""
-    from tiny_agent.store import FileStore
+    from tiny_agent.stores.base import FileStore
 
     if not isinstance(files, FileStore):
         return
@@ -164,7 +164,7 @@ def import_(
 
     The way back from `export`: a backup restored, or a session moved between stores.
     """
-    from tiny_agent.interop import import_journal
+    from tiny_agent.oversight.interop import import_journal
 
     files = Where(sessions_dir, store_url).store
     path = Path(journal)

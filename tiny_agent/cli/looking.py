@@ -35,8 +35,8 @@ from tiny_agent.errors import (
 )
 
 if TYPE_CHECKING:
-    from tiny_agent.facts import CompactionEntry, RawResponse
-    from tiny_agent.state import SessionState
+    from tiny_agent.journal.facts import CompactionEntry, RawResponse
+    from tiny_agent.journal.state import SessionState
 
 Grouping = Literal["day", "model", "session"]
 
@@ -79,7 +79,7 @@ def _write_state(state: SessionState) -> None:
 
 def _write_messages(state: SessionState) -> None:
     """The active context as a JSON array, a batch of messages at a time (like :func:`_write_state`)."""
-    from tiny_agent.state import json_array_pieces
+    from tiny_agent.journal.state import json_array_pieces
 
     out = sys.stdout.buffer
     for piece in json_array_pieces(state.activeContext, 256):
@@ -90,7 +90,7 @@ def _write_messages(state: SessionState) -> None:
 
 def _warn_if_misnamed(path: Path, state: SessionState) -> None:
     """A file named for another session than its header's is read all the same, and said so (writers refuse it)."""
-    from tiny_agent.store import session_id_of
+    from tiny_agent.stores.base import session_id_of
 
     named = session_id_of(path)
     if named is not None and named != state.header.id:
@@ -101,13 +101,13 @@ def _warn_if_misnamed(path: Path, state: SessionState) -> None:
 
 
 def print_human(state: SessionState, path: Path, *, full: bool = False) -> None:
-    from tiny_agent.store import FileStore, Session
+    from tiny_agent.stores.base import FileStore, Session
 
     print_found(state, Found(FileStore(path.parent), Session(id=path.stem, name=str(path), path=path)), full=full)
 
 
 def print_found(state: SessionState, session: Found, *, full: bool = False) -> None:
-    from tiny_agent.render import footer_lines, transcript_lines
+    from tiny_agent.oversight.render import footer_lines, transcript_lines
 
     size = session.size()
     out = sys.stdout
@@ -119,8 +119,8 @@ def print_found(state: SessionState, session: Found, *, full: bool = False) -> N
 
 def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEntry]:
     """The compaction entries of a session, read from its journal (only when it has any)."""
-    from tiny_agent.facts import CompactionEntry, EntryFact
-    from tiny_agent.journal import facts_of
+    from tiny_agent.journal.facts import CompactionEntry, EntryFact
+    from tiny_agent.stores.journal import facts_of
 
     if all(entry.message is not None for entry in state.entries.values()):
         return {}
@@ -134,8 +134,8 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
 
 def normalize(source: str, provider: str | None, api: str | None) -> None:
     """Run a response through the seam (adapters and stream reassembly included) and show what the transcript keeps."""
-    from tiny_agent.normalize import Accepted
-    from tiny_agent.settlement import derive
+    from tiny_agent.agent.settlement import derive
+    from tiny_agent.wire.chat.seam import Accepted
 
     body = read_input(source)
     if not body.strip():
@@ -162,16 +162,17 @@ def normalize(source: str, provider: str | None, api: str | None) -> None:
 
 
 def _as_raw(body: bytes) -> RawResponse:
-    from tiny_agent.provider import raw_response
+    from tiny_agent.providers.http import raw_response
 
     return raw_response(200, None, body)
 
 
 def _adapter_identity_for(provider: str | None, api: str | None) -> str:
     """The adapterIdentity a response from this provider (or in this API) would be derived with."""
-    from tiny_agent.adapters import adapter_identity
-    from tiny_agent.profiles import api_named, profile_table
-    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.providers.profiles import api_named
+    from tiny_agent.providers.selection import profile_table
+    from tiny_agent.providers.userconfig import load_user_config
+    from tiny_agent.wire.chat.adapters import adapter_identity
 
     if provider is None:
         return adapter_identity(api_named(api) if api else "chat", ())
@@ -185,7 +186,7 @@ def _adapter_identity_for(provider: str | None, api: str | None) -> str:
 
 def audit(session: str, as_json: bool, sessions_dir: str | None, store_url: str | None = None) -> None:
     """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
-    from tiny_agent.audit import audit_chunks
+    from tiny_agent.oversight.audit import audit_chunks
 
     found = Where(sessions_dir, store_url).find(session)
     path = found.path
@@ -198,7 +199,7 @@ def audit(session: str, as_json: bool, sessions_dir: str | None, store_url: str 
     if as_json:
         print_json(report)
     else:
-        from tiny_agent.render import audit_lines
+        from tiny_agent.oversight.render import audit_lines
 
         for line in audit_lines(report):
             sys.stdout.write(line + "\n")
@@ -211,7 +212,7 @@ def verify(
     sessions: list[str] | None, all_sessions: bool, as_json: bool, sessions_dir: str | None, store_url: str | None = None
 ) -> None:
     """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
-    from tiny_agent.verify import verdict_lines, verify_sessions
+    from tiny_agent.oversight.verify import verdict_lines, verify_sessions
 
     where = Where(sessions_dir, store_url)
     references = sessions or []
@@ -238,7 +239,7 @@ def sessions(
     as_json: bool, limit: int | None, all_sessions: bool, sessions_dir: str | None, store_url: str | None = None
 ) -> None:
     """List this directory's sessions, newest first: handle, created, model, status, runs, tokens, first prompt."""
-    from tiny_agent.render import sessions_table
+    from tiny_agent.oversight.render import sessions_table
 
     files = Where(sessions_dir, store_url).store
     here = None if all_sessions else os.path.realpath(Path.cwd())
@@ -256,9 +257,9 @@ def sessions(
 
 def providers(as_json: bool) -> None:
     """List the provider profiles: API, base URL, key variable, and whether that key is set (never the key)."""
-    from tiny_agent.profiles import list_profiles
-    from tiny_agent.render import providers_table
-    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.oversight.render import providers_table
+    from tiny_agent.providers.selection import list_profiles
+    from tiny_agent.providers.userconfig import load_user_config
 
     rows = list_profiles(os.environ, load_user_config(os.environ))
     if as_json:
@@ -272,7 +273,7 @@ def view(
     session: str, output: str | None, open_page: bool, sessions_dir: str | None, store_url: str | None = None
 ) -> None:
     """Write one self-contained HTML page of a session: timeline, raw-vs-canonical panels, usage and cost charts."""
-    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.providers.userconfig import load_user_config
     from tiny_agent.view.model import build_view_of
     from tiny_agent.view.session_page import session_page
 
@@ -300,7 +301,7 @@ def view(
 
 def _handle(found: Found) -> str:
     """The session's handle when it lives in the store (handles are unique only among the store's sessions)."""
-    from tiny_agent.store import FileStore, list_journals, session_id_of, shortest_handles
+    from tiny_agent.stores.base import FileStore, list_journals, session_id_of, shortest_handles
 
     files, path = found.store, found.session.path
     if path is None:
@@ -313,14 +314,14 @@ def _handle(found: Found) -> str:
 
 def default_view_path(session_id: str) -> Path:
     """``$XDG_DATA_HOME/tiny-agent/views/<id>.html`` (``~/.local/share/...``): beside nothing of the user's."""
-    from tiny_agent.store import default_sessions_dir
+    from tiny_agent.stores.base import default_sessions_dir
 
     return default_sessions_dir().parent / "views" / f"{session_id}.html"
 
 
 def write_page(target: Path, page: bytes, *, make_directory: bool = False) -> None:
     """Write a page 0600 (it holds session contents) through a staging file; the default directory is made 0700."""
-    from tiny_agent.store import ensure_private_directory
+    from tiny_agent.stores.base import ensure_private_directory
 
     try:
         if make_directory:
@@ -355,8 +356,8 @@ def report(
     store_url: str | None = None,
 ) -> None:
     """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""
-    from tiny_agent.report import build_report, parse_day, report_lines
-    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.oversight.report import build_report, parse_day, report_lines
+    from tiny_agent.providers.userconfig import load_user_config
 
     if as_json and html:
         raise UsageError("--json and --html are exclusive")

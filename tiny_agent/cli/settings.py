@@ -18,12 +18,12 @@ import typer
 from tiny_agent.errors import UsageError, os_error
 
 if TYPE_CHECKING:
-    from tiny_agent.agent import Policy
-    from tiny_agent.journal import Durability
-    from tiny_agent.profiles import Endpoint, RoutingTarget
-    from tiny_agent.provider import Timeouts
-    from tiny_agent.runtime import CompactionPolicy
-    from tiny_agent.state import SessionState
+    from tiny_agent.agent.loop import Policy
+    from tiny_agent.agent.runtime import CompactionPolicy
+    from tiny_agent.journal.state import SessionState
+    from tiny_agent.providers.endpoint import Endpoint, RoutingTarget
+    from tiny_agent.providers.http import Timeouts
+    from tiny_agent.stores.journal import Durability
 
 ProviderOption = typer.Option(
     None,
@@ -148,8 +148,9 @@ def drive_options(parameters: Mapping[str, Any]) -> DriveOptions:
 
 def endpoint_for(options: DriveOptions, recorded: RoutingTarget | None, *, require_key: bool) -> Endpoint:
     """Choose the provider profile, base URL, model and key (the key only for its own host)."""
-    from tiny_agent.profiles import Requested, api_named, select_endpoint
-    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.providers.profiles import api_named
+    from tiny_agent.providers.selection import Requested, select_endpoint
+    from tiny_agent.providers.userconfig import load_user_config
 
     requested = Requested(
         provider=options.provider,
@@ -161,7 +162,7 @@ def endpoint_for(options: DriveOptions, recorded: RoutingTarget | None, *, requi
 
 
 def policy_for(options: DriveOptions, endpoint: Endpoint) -> Policy:
-    from tiny_agent.agent import Policy
+    from tiny_agent.agent.loop import Policy
 
     profile = endpoint.profile
     stream = profile.streaming if options.stream is None else options.stream
@@ -177,9 +178,9 @@ def policy_for(options: DriveOptions, endpoint: Endpoint) -> Policy:
 
 def compacting_for(options: DriveOptions, endpoint: Endpoint) -> CompactionPolicy:
     """When to compact: the window from the flag, the config file's model table, or the known families."""
-    from tiny_agent import compaction
-    from tiny_agent.runtime import CompactionPolicy
-    from tiny_agent.userconfig import load_user_config
+    from tiny_agent.agent import compaction
+    from tiny_agent.agent.runtime import CompactionPolicy
+    from tiny_agent.providers.userconfig import load_user_config
 
     configured = options.context_window
     if configured is None:
@@ -194,7 +195,7 @@ def compacting_for(options: DriveOptions, endpoint: Endpoint) -> CompactionPolic
 
 def timeouts_for(options: DriveOptions) -> Timeouts:
     """Flags first, then the environment, then the defaults (long: slow local models need them)."""
-    from tiny_agent.provider import Timeouts
+    from tiny_agent.providers.http import Timeouts
 
     defaults = Timeouts()
     return Timeouts(
@@ -248,7 +249,8 @@ def system_prompt(path: str | None) -> str:
 
 def recorded_target(state: SessionState) -> RoutingTarget | None:
     """The profile, base URL and model the session last used (its newest configuration snapshot)."""
-    from tiny_agent.profiles import BUILTIN_PROFILES, RoutingTarget, parse_routing_identity
+    from tiny_agent.providers.endpoint import RoutingTarget, parse_routing_identity
+    from tiny_agent.providers.profiles import BUILTIN_PROFILES
 
     snapshot = state.lastSnapshot
     target = parse_routing_identity(snapshot.routingIdentity) if snapshot is not None else None

@@ -16,15 +16,15 @@ from tiny_agent.cli.basics import Found, Where, corrupt, progress
 from tiny_agent.errors import BlockedError, Busy, CorruptionError, Locked, UsageError, os_error
 
 if TYPE_CHECKING:
-    from tiny_agent.journal import Durability, JournalWriter
-    from tiny_agent.profiles import Endpoint
-    from tiny_agent.store import Store
+    from tiny_agent.providers.endpoint import Endpoint
+    from tiny_agent.stores.base import Store
+    from tiny_agent.stores.journal import Durability, JournalWriter
 
 
 def open_writer(found: Found, durability: Durability) -> JournalWriter:
     """The session's writer; a journal named for another session than its header's is refused (MISNAMED).
 
-    A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.journal.JournalWriter.open`.
+    A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.stores.journal.JournalWriter.open`.
     """
     checkpoints = found.checkpoints()
     rows = found.row_checkpoints()
@@ -46,8 +46,8 @@ def open_writer(found: Found, durability: Durability) -> JournalWriter:
 
 def open_idle(found: Found, durability: Durability) -> JournalWriter:
     """An idle session to start something new in: a model call comes next, so a v2 journal is refused, nothing written."""
-    from tiny_agent.journal import cannot_record_responses
-    from tiny_agent.state import IdleOperation
+    from tiny_agent.journal.state import IdleOperation
+    from tiny_agent.stores.journal import cannot_record_responses
 
     writer = open_writer(found, durability)
     path = found.path
@@ -70,7 +70,7 @@ def newest_here(where: Where) -> Found:
 
 
 def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> JournalWriter:
-    from tiny_agent.runtime import environment_identity
+    from tiny_agent.agent.runtime import environment_identity
 
     cwd = Path.cwd()
     files = where.store
@@ -88,7 +88,7 @@ def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> Jou
 
 def handle_of(writer: JournalWriter, store: Store) -> str:
     """The writer's session's handle in the store (a journal file outside it: among its own directory's journals)."""
-    from tiny_agent.store import FileStore, shortest_handles, tail_of
+    from tiny_agent.stores.base import FileStore, shortest_handles, tail_of
 
     session_id = writer.state.header.id
     if not isinstance(store, FileStore) and writer.path.suffix != ".jsonl":
@@ -103,7 +103,7 @@ def handle_of(writer: JournalWriter, store: Store) -> str:
 
 def refuse_if_held(found: Found) -> None:
     """LOCKED if a writer holds the session now (``resume --dry-run`` plans nothing for a session being written)."""
-    from tiny_agent.journal import SessionLocked, holder_pid
+    from tiny_agent.stores.journal import SessionLocked, holder_pid
 
     holder = found.store.holder(found.session)
     if holder is None:

@@ -1,7 +1,7 @@
 """The fold's own bookkeeping: what it remembers about attempts, operations and configurations.
 
 Pure declarations.  None of this is conformance output (that is
-:mod:`tiny_agent.state`); it is what the rules look things up in.  The books
+:mod:`tiny_agent.journal.state`); it is what the rules look things up in.  The books
 are flat on purpose: the fast path reads their attributes on every fact.
 """
 
@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from tiny_agent.facts import OperationKind
-from tiny_agent.state import CompactionOperation, ConfigurationSnapshot, LatestAttempt, RunOperation, StepKind
+from tiny_agent.journal.facts import OperationKind
+from tiny_agent.journal.state import CompactionOperation, ConfigurationSnapshot, LatestAttempt, RunOperation, StepKind
 
 
 class AttemptBook(msgspec.Struct, gc=False):

@@ -11,7 +11,6 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent.canonical import canonical_json
 from tiny_agent.fold.books import CompactionBook
 from tiny_agent.fold.contract import (
     COMPACTION_ENTRY_KEYS,
@@ -31,8 +30,9 @@ from tiny_agent.fold.contract import (
 )
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.transcript_rules import parse_message, transcript_violation
-from tiny_agent.state import AppliedEntry, CompactionOperation, PendingCut
-from tiny_agent.transcript import Message, compaction_summary_message
+from tiny_agent.journal.canonical import canonical_json
+from tiny_agent.journal.state import AppliedEntry, CompactionOperation, PendingCut
+from tiny_agent.journal.transcript import Message, compaction_summary_message
 
 
 class CompactionRules(FoldCore):

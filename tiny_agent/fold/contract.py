@@ -1,12 +1,12 @@
 """The journal contract as data: member sets, enumerations, and one-rule checks.
 
 Pure.  Every closed object of session-v2 (and v3) has its member set here,
-derived from the Struct that writes it (:mod:`tiny_agent.facts`,
-:mod:`tiny_agent.transcript`, :mod:`tiny_agent.state`), so the writer and the
+derived from the Struct that writes it (:mod:`tiny_agent.journal.facts`,
+:mod:`tiny_agent.journal.transcript`, :mod:`tiny_agent.journal.state`), so the writer and the
 reader cannot drift apart: adding a member to a fact Struct admits it here.
 The enumerations come from the ``Literal`` types the same way.
 tests/test_schema.py pins all of it to the spec's own lists and to the fast
-path's wire shapes (:mod:`tiny_agent.wire`).
+path's wire shapes (:mod:`tiny_agent.fold.typed`).
 
 The checks raise :class:`Fault` with the code the contract gives for the
 rule and a one-line reason; the fold adds the line and seq.
@@ -19,12 +19,12 @@ from typing import Any, Final, NoReturn, TypeGuard, get_args
 
 import msgspec
 
-from tiny_agent import facts
 from tiny_agent.errors import ErrorCode
-from tiny_agent.json_profile import MAX_SAFE_INTEGER
-from tiny_agent.links import Origin, Parent
-from tiny_agent.state import ConfigurationSnapshot, ReplayPolicy, StepKind, ToolDigest
-from tiny_agent.transcript import (
+from tiny_agent.journal import facts
+from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
+from tiny_agent.journal.links import Origin, Parent
+from tiny_agent.journal.state import ConfigurationSnapshot, ReplayPolicy, StepKind, ToolDigest
+from tiny_agent.journal.transcript import (
     AssistantMessage,
     FunctionCall,
     PreExecutionReason,
@@ -48,7 +48,7 @@ def member_names(struct: type[msgspec.Struct]) -> frozenset[str]:
 # -- closed objects (session-v2 §4, §7-§10, §13.1; v3) ------------------------------
 
 HEADER_LINKS: Final = frozenset(("origin", "parent"))
-"""Our v3 header's optional members saying where a session came from (:mod:`tiny_agent.links`)."""
+"""Our v3 header's optional members saying where a session came from (:mod:`tiny_agent.journal.links`)."""
 V3_HEADER_KEYS: Final = member_names(facts.HeaderLine)
 HEADER_KEYS: Final = V3_HEADER_KEYS - HEADER_LINKS
 """The v2 header's members, exactly (session-v2 §4)."""

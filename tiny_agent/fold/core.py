@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.facts import FactKind
 from tiny_agent.fold.books import AttemptBook, Configuration, OperationBook
 from tiny_agent.fold.contract import (
     DUPLICATE_ID,
@@ -37,11 +36,7 @@ from tiny_agent.fold.contract import (
     uuid_match,
 )
 from tiny_agent.fold.links import header_origin, header_parent
-from tiny_agent.fold.version import PROFILES, V2, VersionProfile
-from tiny_agent.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation, ProvenLineDecoder
-from tiny_agent.state import IDLE, AppliedEntry, Header, SessionState, ToolCallState
-from tiny_agent.transcript import Message, Usage
-from tiny_agent.wire import (
+from tiny_agent.fold.typed import (
     EntryFactWire,
     LineWire,
     RawFactWire,
@@ -49,6 +44,11 @@ from tiny_agent.wire import (
     SealFactWire,
     UsageFactWire,
 )
+from tiny_agent.fold.version import PROFILES, V2, VersionProfile
+from tiny_agent.journal.facts import FactKind
+from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation, ProvenLineDecoder
+from tiny_agent.journal.state import IDLE, AppliedEntry, Header, SessionState, ToolCallState
+from tiny_agent.journal.transcript import Message, Usage
 
 ReferenceRule = Callable[[Any, dict[str, Any], str], None]
 """A kind's rules on an untrusted fact (a dict) with its validated ID; raises :class:`Fault`.

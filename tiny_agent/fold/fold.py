@@ -17,9 +17,7 @@ from tiny_agent.fold.sealing import SealRules
 from tiny_agent.fold.steps import StepRules
 from tiny_agent.fold.tools import ToolRules
 from tiny_agent.fold.transcript_rules import parse_message, role_rule
-from tiny_agent.fold.usage import UsageRules
-from tiny_agent.transcript import AssistantMessage, ToolMessage, UserMessage
-from tiny_agent.wire import (
+from tiny_agent.fold.typed import (
     AssistantWire,
     EntryFactWire,
     RecordFactWire,
@@ -28,6 +26,8 @@ from tiny_agent.wire import (
     ToolStartedWire,
     UserWire,
 )
+from tiny_agent.fold.usage import UsageRules
+from tiny_agent.journal.transcript import AssistantMessage, ToolMessage, UserMessage
 
 
 class Fold(MessageRules, ToolRules, StepRules, OperationRules, CompactionRules, UsageRules, SealRules):
@@ -46,7 +46,7 @@ class Fold(MessageRules, ToolRules, StepRules, OperationRules, CompactionRules, 
     are interleaved (an unknown operation outranks a malformed ``attempt``):
     it is the definition of what the fold accepts and of which error it
     reports.  The fast path (``fast_path=True``, the default) decodes an
-    ordinary line straight into typed Structs (:mod:`tiny_agent.wire`) and
+    ordinary line straight into typed Structs (:mod:`tiny_agent.fold.typed`) and
     applies a fact only when every rule holds; it never raises.  For each
     fact it first checks, then applies, so the first fact it cannot vouch
     for is still untouched and the reference path takes over from that fact,

@@ -1,6 +1,6 @@
 """Whole journals: bytes in chunks to committed lines to a fold (session-v2 §2).
 
-Pure: it takes bytes, it does not read files (:mod:`tiny_agent.journal`
+Pure: it takes bytes, it does not read files (:mod:`tiny_agent.stores.journal`
 does).  Only complete lines are folded; bytes after the last LF are the torn
 tail and are never decoded.  The whole-file checks that outrank every
 per-line error (an encoded surrogate anywhere, invalid UTF-8 anywhere) run
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.fold.fold import Fold
-from tiny_agent.json_profile import find_encoded_surrogate
-from tiny_agent.state import SessionState
+from tiny_agent.journal.json_profile import find_encoded_surrogate
+from tiny_agent.journal.state import SessionState
 
 
 def reduce_bytes(data: bytes) -> SessionState:

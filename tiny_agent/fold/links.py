@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from tiny_agent.fold.contract import ORIGIN_KEYS, PARENT_KEYS, Fault, is_digest, is_safe_int, is_text, is_uuid, show
-from tiny_agent.links import Origin, Parent
+from tiny_agent.journal.links import Origin, Parent
 
 
 def header_origin(value: Any) -> Origin:

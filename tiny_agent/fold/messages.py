@@ -31,10 +31,10 @@ from tiny_agent.fold.contract import (
 )
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.transcript_rules import assistant_turn, plain_tool_calls, user_turn
-from tiny_agent.json_profile import NOT_TEXT, decode_text, decode_text_or_null
-from tiny_agent.state import AppliedEntry
-from tiny_agent.transcript import AssistantMessage, StopReason, UserMessage
-from tiny_agent.wire import AssistantWire, MessageEntry, UserWire
+from tiny_agent.fold.typed import AssistantWire, MessageEntry, UserWire
+from tiny_agent.journal.json_profile import NOT_TEXT, decode_text, decode_text_or_null
+from tiny_agent.journal.state import AppliedEntry
+from tiny_agent.journal.transcript import AssistantMessage, StopReason, UserMessage
 
 
 class MessageRules(FoldCore):

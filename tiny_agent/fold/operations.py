@@ -39,9 +39,9 @@ from tiny_agent.fold.contract import (
     uuid_match,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.state import IDLE, FinishedOperation, RunOperation
-from tiny_agent.transcript import AssistantMessage, UserMessage
-from tiny_agent.wire import OperationFinishedWire, RunStartedWire
+from tiny_agent.fold.typed import OperationFinishedWire, RunStartedWire
+from tiny_agent.journal.state import IDLE, FinishedOperation, RunOperation
+from tiny_agent.journal.transcript import AssistantMessage, UserMessage
 
 
 class OperationRules(FoldCore):

@@ -30,7 +30,7 @@ from tiny_agent.fold.contract import (
     unknown_key,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.wire import RawFactWire, SealFactWire
+from tiny_agent.fold.typed import RawFactWire, SealFactWire
 
 
 class SealRules(FoldCore):

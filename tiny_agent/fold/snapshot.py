@@ -9,15 +9,15 @@ Objects the fold shares are stored once and shared again on restore, so a
 restored state costs what a folded one does:
 
 - a message is held by the transcript, the active context and its entry's
-  index record (:class:`~tiny_agent.state.AppliedEntry`);
-- an attempt's view (:class:`~tiny_agent.state.LatestAttempt`) by its book
+  index record (:class:`~tiny_agent.journal.state.AppliedEntry`);
+- an attempt's view (:class:`~tiny_agent.journal.state.LatestAttempt`) by its book
   and by its operation's ``step``;
 - a started tool call by the fold's index and by its run's ``toolCalls``;
 - a configuration snapshot by every attempt made under it.
 
 What the fold only caches (the running source digest of compactions) is
 rebuilt on demand.  Nothing here knows which journal a snapshot belongs to:
-:mod:`tiny_agent.checkpoints` keys it by the digest of the journal prefix,
+:mod:`tiny_agent.stores.checkpoints` keys it by the digest of the journal prefix,
 and restores it only after checking that digest.
 
 Capturing refuses (:class:`SnapshotRefused`) whatever it cannot store
@@ -39,8 +39,8 @@ from msgspec import UNSET
 from tiny_agent.fold.books import AttemptBook, CompactionBook, Configuration, OperationBook, RunBook
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.version import PROFILES
-from tiny_agent.state import IDLE, AppliedEntry, LatestAttempt, SessionState, StepKind, StepStatus, ToolCallState
-from tiny_agent.transcript import Message, StopReason
+from tiny_agent.journal.state import IDLE, AppliedEntry, LatestAttempt, SessionState, StepKind, StepStatus, ToolCallState
+from tiny_agent.journal.transcript import Message, StopReason
 
 SNAPSHOT_FORMAT: Final = 1
 """Bumped whenever the stored shape changes (a checkpoint of another format is not read)."""

@@ -12,7 +12,6 @@ from typing import Any
 
 from msgspec import UNSET
 
-from tiny_agent.canonical import canonical_json, sha256_digest
 from tiny_agent.fold.books import AttemptBook, Configuration, OperationBook, RunBook
 from tiny_agent.fold.contract import (
     IDENTITY,
@@ -38,8 +37,9 @@ from tiny_agent.fold.contract import (
     unknown_key,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.state import ConfigurationSnapshot, LatestAttempt, StepFailure, StepKind, ToolDigest
-from tiny_agent.wire import StepAttemptWire
+from tiny_agent.fold.typed import StepAttemptWire
+from tiny_agent.journal.canonical import canonical_json, sha256_digest
+from tiny_agent.journal.state import ConfigurationSnapshot, LatestAttempt, StepFailure, StepKind, ToolDigest
 
 
 class StepRules(FoldCore):

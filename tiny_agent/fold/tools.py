@@ -39,10 +39,10 @@ from tiny_agent.fold.contract import (
 )
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.transcript_rules import tool_turn
-from tiny_agent.json_profile import NOT_TEXT, decode_text
-from tiny_agent.state import AppliedEntry, ToolCallState
-from tiny_agent.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolCall, ToolMessage
-from tiny_agent.wire import MessageEntry, ToolStartedWire, ToolWire
+from tiny_agent.fold.typed import MessageEntry, ToolStartedWire, ToolWire
+from tiny_agent.journal.json_profile import NOT_TEXT, decode_text
+from tiny_agent.journal.state import AppliedEntry, ToolCallState
+from tiny_agent.journal.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolCall, ToolMessage
 
 
 class ToolRules(FoldCore):

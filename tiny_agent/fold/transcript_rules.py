@@ -26,7 +26,7 @@ from tiny_agent.fold.contract import (
     show,
     unknown_key,
 )
-from tiny_agent.transcript import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
+from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
 
 
 def parse_message(value: object, what: str = "message") -> Message:

@@ -23,9 +23,9 @@ from tiny_agent.fold.contract import (
     unknown_key,
 )
 from tiny_agent.fold.core import FoldCore
-from tiny_agent.json_profile import MAX_SAFE_INTEGER
-from tiny_agent.transcript import Usage
-from tiny_agent.wire import UsageFactWire
+from tiny_agent.fold.typed import UsageFactWire
+from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
+from tiny_agent.journal.transcript import Usage
 
 
 class UsageRules(FoldCore):

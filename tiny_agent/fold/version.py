@@ -14,8 +14,8 @@ from typing import Final
 
 import msgspec
 
-from tiny_agent.facts import FactKind
 from tiny_agent.fold.contract import HEADER_KEYS, V3_HEADER_KEYS
+from tiny_agent.journal.facts import FactKind
 
 
 class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):

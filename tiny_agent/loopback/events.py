@@ -1,6 +1,6 @@
 """Server-Sent Events written out: a list of events and comments as the exact bytes of a ``text/event-stream`` body.
 
-The reading side is :mod:`tiny_agent.api.sse`; this is its inverse for
+The reading side is :mod:`tiny_agent.wire.sse`; this is its inverse for
 tests, with the line end of choice (``\\r\\n`` streams exercise a client's
 handling of a CR and its LF arriving in different pieces).
 

@@ -1,7 +1,7 @@
 """JSON values as escaped, indented HTML, with chosen members marked (the fields the seam dropped).
 
 Paths are the seams' own spelling (``choices[0].message.reasoning``,
-``usage.cost``), so a dropped path from :mod:`tiny_agent.audit` marks exactly
+``usage.cost``), so a dropped path from :mod:`tiny_agent.oversight.audit` marks exactly
 the member it names.  Output is bounded: long strings are cut with their
 length shown, nesting stops at :data:`MAX_DEPTH`, and the whole stops near
 ``budget`` characters, saying how much was left out.

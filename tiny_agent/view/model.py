@@ -3,9 +3,9 @@
 Operations (runs and compactions) hold steps, steps hold attempts and the
 tool calls they asked for, each with the journal's timestamps.  What each
 attempt's response was, what the seam kept and why comes from
-:func:`tiny_agent.audit.audit` (which re-derives every stored response through
-:func:`tiny_agent.settlement.derive`); the integrity verdict from
-:func:`tiny_agent.verify.verify`.  Nothing is derived twice here.
+:func:`tiny_agent.oversight.audit.audit` (which re-derives every stored response through
+:func:`tiny_agent.agent.settlement.derive`); the integrity verdict from
+:func:`tiny_agent.oversight.verify.verify`.  Nothing is derived twice here.
 
 Size stays bounded whatever the journal: contents are clipped with their
 full size kept, the first and last :data:`FULL_ATTEMPTS` attempts carry their
@@ -25,10 +25,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent.api import anthropic, chat_stream, responses
-from tiny_agent.api.sse import looks_like_sse
-from tiny_agent.audit import AttemptAudit, AuditReport, Settled, audit_chunks
-from tiny_agent.facts import (
+from tiny_agent.agent.recovery import STEP_LIMIT_CODE
+from tiny_agent.journal.facts import (
     AbortRequested,
     AssistantEntry,
     CompactionEntry,
@@ -50,16 +48,19 @@ from tiny_agent.facts import (
     ToolStarted,
     UserEntry,
 )
-from tiny_agent.journal import facts_of, lines_of
-from tiny_agent.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.recovery import STEP_LIMIT_CODE
-from tiny_agent.transcript import Usage
-from tiny_agent.userconfig import ModelSettings
-from tiny_agent.verify import Verdict, verify_in
-from tiny_agent.view.cost import Cost, price
+from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.journal.transcript import Usage
+from tiny_agent.oversight.audit import AttemptAudit, AuditReport, Settled, audit_chunks
+from tiny_agent.oversight.cost import Cost, price
+from tiny_agent.oversight.verify import Verdict, verify_in
+from tiny_agent.providers.userconfig import ModelSettings
+from tiny_agent.stores.journal import facts_of, lines_of
+from tiny_agent.wire import anthropic, responses
+from tiny_agent.wire.chat import stream as chat_stream
+from tiny_agent.wire.sse import looks_like_sse
 
 if TYPE_CHECKING:
-    from tiny_agent.store import Session, Store
+    from tiny_agent.stores.base import Session, Store
 
 FULL_ATTEMPTS: Final = 20
 """The first and the last this many attempts show their raw-vs-canonical panels."""
@@ -236,7 +237,7 @@ def build_view(
     rows: int = ROW_ATTEMPTS,
 ) -> SessionView:
     """Read the journal at ``path`` (raises CorruptionError if the reducer refuses it, OSError if unreadable)."""
-    from tiny_agent.store import FileStore, Session, session_id_of
+    from tiny_agent.stores.base import FileStore, Session, session_id_of
 
     session = Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
     return build_view_of(FileStore(path.parent), session, handle=handle, prices=prices, full=full, rows=rows)

@@ -6,7 +6,7 @@ the members the seam dropped marked where they sit.  Right, what the
 transcript kept: the canonical message and its stop reason.  Below, how one
 became the other: finish_reason → stopReason, the dropped paths, the
 adapters and what each changed, the usage derivation, redactions, an early
-end, notes and drift — all as :func:`tiny_agent.audit.audit` found them.
+end, notes and drift — all as :func:`tiny_agent.oversight.audit.audit` found them.
 
 Pure.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from html import escape
 from typing import Final
 
-from tiny_agent.audit import AttemptAudit, ResponseAudit
-from tiny_agent.view.cost import money
+from tiny_agent.oversight.audit import AttemptAudit, ResponseAudit
+from tiny_agent.oversight.cost import money
 from tiny_agent.view.json_html import json_html
 from tiny_agent.view.model import AttemptView, Clip, RawView
 from tiny_agent.view.page import facts_table, text

@@ -5,7 +5,7 @@ Pure.
 
 from __future__ import annotations
 
-from tiny_agent.report import Report, Row, row_cost
+from tiny_agent.oversight.report import Report, Row, row_cost
 from tiny_agent.view.charts import Bar, line_chart, percent, token_bars, usd
 from tiny_agent.view.page import document, facts_table, grid, text
 

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from html import escape
 from typing import Final
 
-from tiny_agent.audit import AttemptAudit
-from tiny_agent.render import usage_summary
-from tiny_agent.transcript import Usage
+from tiny_agent.journal.transcript import Usage
+from tiny_agent.oversight.audit import AttemptAudit
+from tiny_agent.oversight.cost import Cost, money, unpriced, unpriced_models
+from tiny_agent.oversight.render import usage_summary
 from tiny_agent.view.charts import Bar, bucketed, line_chart, percent, token_bars, usd
-from tiny_agent.view.cost import Cost, money, unpriced, unpriced_models
 from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
 from tiny_agent.view.panels import attempt_panel, clip_block

@@ -1,0 +1,56 @@
+"""What a model request depends on: the configuration, its snapshot (session-v2 §13.1) and digest.
+
+The snapshot leaves out secrets, the working directory, clocks, replay
+declarations and the environment identity, so that two requests made under
+the same settings digest the same on any machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from tiny_agent.journal.canonical import canonical_digest, sha256_digest
+from tiny_agent.journal.state import ConfigurationSnapshot, ToolDigest
+from tiny_agent.journal.tools import ToolDeclaration
+
+ADAPTER_IDENTITY: Final = "chat-completions:v1"
+"""Plain Chat Completions with no quirk adapters: what every journal held before profiles existed."""
+
+
+class Configuration(msgspec.Struct, frozen=True):
+    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest.
+
+    ``adapter_identity`` names the wire API and the quirk adapters (with their
+    versions), ``routing_identity`` the profile, base URL and model, and
+    ``output_options`` what shapes the answer (the token limit; the
+    compaction's summary prompt).  Whether a response is streamed is left
+    out: it changes how the bytes arrive, not what they say, so a crashed
+    streamed attempt can be retried without streaming.
+    """
+
+    model: str
+    system_prompt: str
+    tools: list[ToolDeclaration]
+    routing_identity: str
+    environment_identity: str
+    adapter_identity: str = ADAPTER_IDENTITY
+    output_options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def snapshot(self) -> ConfigurationSnapshot:
+        return ConfigurationSnapshot(
+            model=self.model,
+            systemPromptDigest=sha256_digest(self.system_prompt.encode("utf-8")),
+            tools=[ToolDigest(name=tool.name, definitionDigest=tool.definitionDigest) for tool in self.tools],
+            adapterIdentity=self.adapter_identity,
+            routingIdentity=self.routing_identity,
+            outputOptionsDigest=canonical_digest(self.output_options),
+        )
+
+    @property
+    def digest(self) -> str:
+        return canonical_digest(self.snapshot())
+
+    def declaration(self, name: str) -> ToolDeclaration | None:
+        return next((tool for tool in self.tools if tool.name == name), None)

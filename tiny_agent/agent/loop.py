@@ -1,0 +1,567 @@
+"""The agent loop: drive a session until it is idle, by asking the planner and doing what it says.
+
+A live run and a recovery are the same loop.  ``run`` commits
+``[user entry, runStarted]`` and drives; ``resume`` just drives.  Each turn
+asks :func:`tiny_agent.agent.recovery.plan_recovery` for the next action on the
+current state, materializes it with the builders of
+:mod:`tiny_agent.agent.transactions`, and commits.  So a session interrupted anywhere
+is continued by exactly the code that would have continued it live, and a
+response already on record is settled from the journal, never requested
+twice.  Even live, a response is settled through the planner's
+``settleFromRaw``: it is journaled raw first, then settled from that record.
+
+Ctrl-C (or SIGTERM) first commits ``abortRequested`` (from the signal handler,
+which cannot interrupt a commit: commits hold the signals off), then cancels
+whatever was in flight; the loop then reconciles the session as the planner
+directs and finishes it ``aborted``.  The whole loop body is covered, so an
+interrupt during planning is reconciled too.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
+from types import FrameType
+from typing import Literal
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.agent import compaction, transactions
+from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.recovery import (
+    RETRYABLE_STATUSES,
+    STEP_LIMIT_CODE,
+    AppendSynthetic,
+    Blocked,
+    CloseAttempt,
+    Finish,
+    Plan,
+    SettleFromRaw,
+    StartStep,
+    StartTool,
+    configuration_differences,
+    describe_block,
+    explain,
+    plan_recovery,
+)
+from tiny_agent.agent.runtime import Policy, Runtime, build_runtime
+from tiny_agent.agent.settlement import settlement, summary_settlement
+from tiny_agent.journal.facts import Fact, RawResponse
+from tiny_agent.journal.redact import redact_bytes, redact_text
+from tiny_agent.journal.state import (
+    CompactionOperation,
+    ConfigurationSnapshot,
+    IdleOperation,
+    RunOperation,
+    SessionState,
+    ToolCallState,
+)
+from tiny_agent.providers.http import Received, TransportError, raw_response
+from tiny_agent.stores import failpoints
+from tiny_agent.stores.journal import JournalWriter, find_raw_in
+
+Status = Literal["completed", "failed", "aborted", "blocked", "idle"]
+Signal = Literal["interrupt", "terminate"]
+
+class DriveResult(msgspec.Struct):
+    status: Status
+    final: str | None = None
+    """The final answer of a completed run."""
+    reason: str | None = None
+    """Why a run failed or is blocked, in one line."""
+    actions: int = 0
+    """How many planned actions this drive carried out (0: there was nothing to do)."""
+    stopped_by: Signal | None = None
+    """A signal (Ctrl-C, SIGTERM) stopped it, as opposed to an abort asked for up front."""
+    cut_off: bool = False
+    """The final answer was cut off by the token limit (``final`` holds what there is; the run failed)."""
+    step_limit: bool = False
+    """The run stopped at the step limit."""
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by is not None
+
+
+class Driver:
+    """Drives one session's journal to idle (or to a block)."""
+
+    def __init__(self, writer: JournalWriter, runtime: Runtime, report: Callable[[str], None] | None = None) -> None:
+        self.writer = writer
+        self.runtime = runtime
+        self.report = report or (lambda line: None)
+        self.stopped_by: Signal | None = None
+        self._reconciling = False
+        self._phase: tuple[Literal["model", "tool", "compact"], str | None] = ("model", None)
+        self._final: str | None = None
+        self._failure: str | None = None
+        self._last_outcome: str | None = None
+        self._last_raw: tuple[str, RawResponse] | None = None
+        """The newest raw fact this process committed, so settling it needs no read of the journal."""
+        self._last_received: Received | None = None
+        self._retry_reason: str | None = None
+        """Why the next attempt is a retry (shown with the wait)."""
+        self._cut_off = False
+        self._step_limit = False
+
+    @property
+    def state(self) -> SessionState:
+        return self.writer.state
+
+    # -- entry points -----------------------------------------------------------
+
+    def run(self, prompt: str) -> DriveResult:
+        """Accept a prompt as a new run (durably), then drive it to the end.
+
+        Compacts first when the context with the prompt would outgrow the
+        model's window, and again -- ending the run and continuing in a new
+        one -- whenever it outgrows it during the run (docs/compaction.md).
+        """
+        if self._outgrown(extra=prompt):
+            self.compact()
+        result = self._phase_loop(lambda: self._commit(transactions.begin_run(prompt), "run-started"))
+        return self._continue(result)
+
+    def drive(self) -> DriveResult:
+        """Finish whatever is open (a crash's leftovers), and a continuation that was due."""
+        return self._continue(self._phase_loop(None))
+
+    def compact(self, keep: int | None = None) -> DriveResult:
+        """A compaction of the idle session: a summary of all but the newest messages (``keep``)."""
+        state = self.state
+        kept = self.runtime.compacting.keep if keep is None else keep
+        cut = compaction.cut(transactions.message_ids(state), state.transcript, _active_messages(state), kept)
+        if cut is None:
+            self.report("nothing to compact: the retained messages would be all of them")
+            return DriveResult(status="idle")
+        self.report(f"compacting: {len(cut.compacted)} messages into a summary, {len(cut.retained)} kept verbatim")
+        return self._phase_loop(lambda: self._commit(transactions.begin_compaction(self.state, cut), "compaction-started"))
+
+    def abort(self) -> None:
+        """Durably request an abort of the open operation (for ``resume --abort``)."""
+        self._request_abort()
+
+    # -- the loop ------------------------------------------------------------------
+
+    def _continue(self, result: DriveResult) -> DriveResult:
+        """While the last run stopped to compact (or hit the provider's context limit once): compact, continue."""
+        retried_context_length = False
+        while result.status == "failed" and not self.stopped_by:
+            due = self._continuation_due()
+            if due is None or (due == compaction.CONTEXT_LENGTH_EXCEEDED and retried_context_length):
+                return result
+            retried_context_length = retried_context_length or due == compaction.CONTEXT_LENGTH_EXCEEDED
+            compacted = self._compact_unless_done()
+            if compacted.status != "completed":
+                return result if compacted.status == "idle" else compacted
+            self.report("continuing the task in a new run after the compaction")
+            result = self._phase_loop(lambda: self._commit(transactions.begin_run(compaction.CONTINUE_PROMPT), "run-started"))
+        return result
+
+    def _continuation_due(self) -> str | None:
+        """Why the session's last run must be continued after a compaction, or None."""
+        state = self.state
+        last_run = state.lastRunOutcome
+        if last_run is None or last_run.outcome != "failed" or not isinstance(state.operation, IdleOperation):
+            return None
+        if last_run.errorCode == compaction.CONTEXT_FULL:
+            return compaction.CONTEXT_FULL
+        failure = state.lastStepFailure
+        if failure is not None and failure.code == compaction.CONTEXT_LENGTH_EXCEEDED:
+            return compaction.CONTEXT_LENGTH_EXCEEDED
+        return None
+
+    def _compact_unless_done(self) -> DriveResult:
+        """The compaction a continuation needs, unless the newest operation already is one (a resume)."""
+        last = self.state.lastOutcome
+        if last is not None and last.kind == "compaction" and last.outcome == "completed":
+            return DriveResult(status="completed")
+        return self.compact()
+
+    def _outgrown(self, extra: str = "") -> bool:
+        budget = self.runtime.message_budget()
+        return budget is not None and compaction.estimate_tokens(self.state.activeContext, len(extra)) > budget
+
+    def _phase_loop(self, first: Callable[[], object] | None) -> DriveResult:
+        """One operation (with what ``first`` commits to start it) driven to idle, with a fresh outcome."""
+        self._final = None
+        self._failure = None
+        self._last_outcome = None
+        self._cut_off = False
+        self._step_limit = False
+        return self._loop(first)
+
+    def _loop(self, first: Callable[[], object] | None) -> DriveResult:
+        actions = 0
+        with self._signals_handled():
+            if first is not None:
+                try:
+                    first()
+                except KeyboardInterrupt:
+                    self._after_interrupt()
+            while True:
+                try:
+                    result = self._turn(actions)
+                    if result is not None:
+                        return result
+                    actions += 1
+                except KeyboardInterrupt:
+                    self._after_interrupt()
+
+    def _turn(self, actions: int) -> DriveResult | None:
+        """One planned action; the result once there is nothing more to do."""
+        state = self.state
+        if type(state.operation) is not RunOperation and type(state.operation) is not CompactionOperation:
+            return self._idle_result(actions)
+        plan = plan_recovery(state, self.runtime.current(state))
+        if type(plan) is Blocked:
+            return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
+        if not self._settles_own_response(plan):
+            self.report(explain(plan, state))
+        self._act(plan)
+        return None
+
+    def _blocked_reason(self, plan: Blocked) -> str:
+        return blocked_reason(plan, self.state, self.runtime.configuration_for(self.state))
+
+    def _settles_own_response(self, plan: Plan) -> bool:
+        """Settling the response this process just received is routine, not a recovery worth a line."""
+        return type(plan) is SettleFromRaw and self._last_raw is not None and self._last_raw[0] == plan.rawId
+
+    # -- the actions -----------------------------------------------------------
+
+    def _act(self, plan: Plan) -> None:
+        match plan:
+            case StartStep():
+                self._start_step(plan)
+            case SettleFromRaw():
+                self._settle_from_raw(plan)
+            case StartTool():
+                self._start_tool(plan)
+            case AppendSynthetic():
+                self._append_synthetic(plan)
+            case CloseAttempt():
+                error = plan.error
+                self._commit(transactions.fail_step(self.state, error.code, error.message, None), "step-failed")
+            case Finish():
+                self._finish(plan)
+            case Blocked():
+                raise AssertionError("a blocked plan is never acted on")
+
+    def _start_step(self, plan: StartStep) -> None:
+        provider = self.runtime.provider()  # a configuration problem stops here, before anything is written
+        if plan.attempt > 1:
+            self._wait_before_retry(plan.attempt)
+        facts = transactions.step_attempt(
+            self.state,
+            self.runtime.configuration_for(self.state),
+            attempt=plan.attempt,
+            context_through=plan.contextThroughEntryId,
+            step_id=None if plan.stepId is UNSET else plan.stepId,
+        )
+        self._commit(facts, "step-attempt")
+        self._phase = ("model", None)
+        request = self.runtime.request(self.state)
+        display = self.runtime.display
+        received = Received(on_bytes=display.model_bytes if display is not None else None)
+        self._last_received = received
+        if display is not None:
+            display.model_started(self.runtime.api, request.stream)
+        try:
+            provider.send(request, received)
+        except TransportError as error:
+            self._transport_failed(error, plan.attempt)
+            return
+        except KeyboardInterrupt:
+            self._keep_partial(received)
+            raise
+        finally:
+            if display is not None:
+                display.model_finished()
+        self._commit_raw(received)
+        self._note_retryable(received, plan.attempt)
+
+    def _transport_failed(self, error: TransportError, attempt: int) -> None:
+        """No response at all: retry while attempts remain (the planner says so), else fail the step."""
+        message = redact_text(error.message, self.runtime.secrets)[0]
+        if error.retryable and attempt < self.runtime.policy.max_attempts:
+            self._retry_reason = message
+            return
+        self._failure = message
+        self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", message, None), "step-failed")
+
+    def _note_retryable(self, received: Received, attempt: int) -> None:
+        status = received.status
+        if status is not None and status in RETRYABLE_STATUSES and attempt < self.runtime.policy.max_attempts:
+            self._retry_reason = f"HTTP {status}"
+
+    def _wait_before_retry(self, attempt: int) -> None:
+        policy = self.runtime.policy
+        seconds = _retry_after(self._last_received, policy.retry_after_cap)
+        if seconds is None:
+            seconds = min(policy.retry_wait * 2 ** (attempt - 2), policy.retry_wait_cap) * random.uniform(0.5, 1.0)
+        why = self._retry_reason or "the previous attempt got no usable answer"
+        self.report(f"{why}; waiting {seconds:.1f} s before attempt {attempt} of {policy.max_attempts}")
+        self._retry_reason = None
+        time.sleep(seconds)
+
+    def _keep_partial(self, received: Received) -> None:
+        """Ctrl-C during a request: what arrived is still journaled (the abort is already on record)."""
+        if not received.has_response:
+            return
+        received.incomplete = received.incomplete or "interrupted by the user"
+        self._commit_raw(received)
+
+    def _commit_raw(self, received: Received) -> None:
+        """Journal the response as received, secrets replaced by a marker (and counted) first."""
+        if received.status is None:
+            raise ValueError("no response arrived")
+        body, redactions = redact_bytes(received.body(), self.runtime.secrets)
+        raw = raw_response(received.status, received.content_type, body, received.incomplete, redactions)
+        stamped = self._commit(transactions.raw_response(self.state, raw), "raw")
+        self._last_raw = (stamped[0].id, raw)
+
+    def _settle_from_raw(self, plan: SettleFromRaw) -> None:
+        """Turn the attempt's stored response into its settling transaction (the same live and on resume)."""
+        raw = self._stored_raw(plan.rawId)
+        if isinstance(self.state.operation, CompactionOperation):
+            self._settle_summary(raw)
+            return
+        decided = settlement(raw, self._attempt_snapshot().adapterIdentity)
+        if decided.failure is not None:
+            self._failure = decided.failure[1] + self._exhausted(raw)
+        facts, label = transactions.settle(self.state, decided)
+        self._commit(facts, label)
+
+    def _settle_summary(self, raw: RawResponse) -> None:
+        """A compaction's summary becomes the compaction entry, with the retained tail; anything else fails its step."""
+        decided = summary_settlement(raw, self._attempt_snapshot().adapterIdentity)
+        if decided.summary is None:
+            code, reason = decided.failure or ("bad_summary", "no summary")
+            self._failure = f"the compaction failed: {reason}"
+            self._commit(transactions.fail_step(self.state, code, reason, decided.usage), "step-failed")
+            return
+        self._commit(transactions.settle_compaction(self.state, decided.summary, decided.usage), "compaction")
+
+    def _exhausted(self, raw: RawResponse) -> str:
+        """Say so when a "try again later" answer fails the step because no attempt is left."""
+        operation = self.state.operation
+        if raw.status not in RETRYABLE_STATUSES or isinstance(operation, IdleOperation) or operation.step is UNSET:
+            return ""
+        return f" (attempts exhausted: {operation.step.attempt} of {self.runtime.policy.max_attempts})"
+
+    def _attempt_snapshot(self) -> ConfigurationSnapshot:
+        operation = self.state.operation
+        if isinstance(operation, IdleOperation) or operation.step is UNSET:
+            raise AssertionError("settling needs an open attempt")
+        return operation.step.configurationSnapshot
+
+    def _stored_raw(self, raw_id: str) -> RawResponse:
+        if self._last_raw is not None and self._last_raw[0] == raw_id:
+            return self._last_raw[1]
+        stored = find_raw_in(self.writer.chunks(), raw_id)
+        if stored is None:
+            raise RuntimeError(f"raw fact {raw_id} is not in {self.writer.path.name}")
+        return stored.raw
+
+    def _start_tool(self, plan: StartTool) -> None:
+        if plan.mode == "replay":
+            started = self._started(_required(plan.toolStartedId))
+        else:
+            started_or_none = self._announce_tool(plan)
+            if started_or_none is None:
+                return
+            started = started_or_none
+        self._phase = ("tool", started.toolCallId)
+        failpoints.maybe_crash(f"before-tool:{started.toolName}")
+        outcome = self.runtime.toolbox.execute(started.toolName, started.arguments)
+        failpoints.maybe_crash(f"after-tool:{started.toolName}")
+        content = redact_text(outcome.content, self.runtime.secrets)[0]
+        self._commit(transactions.tool_result(started, content, outcome.ok), "tool-result")
+
+    def _announce_tool(self, plan: StartTool) -> ToolCallState | None:
+        """Commit ``toolStarted`` for a call about to run; None (and a synthetic answer) when its arguments do not fit."""
+        problem = self.runtime.toolbox.validate(plan.toolName, plan.arguments)
+        if problem is not None:
+            self.report(f"  not running {plan.toolName}: {problem}")
+            answer = transactions.pre_execution_result(
+                self.state, assistant_entry_id=plan.assistantEntryId, tool_index=plan.toolIndex, reason="invalidArguments"
+            )
+            self._commit([answer], "synthetic")
+            return None
+        declaration = self.runtime.configuration.declaration(plan.toolName)
+        if declaration is None:
+            raise AssertionError("the planner only starts declared tools")
+        facts = transactions.tool_started(
+            self.state,
+            assistant_entry_id=plan.assistantEntryId,
+            tool_index=plan.toolIndex,
+            arguments=plan.arguments,
+            declaration=declaration,
+            environment=self.runtime.configuration.environment_identity,
+        )
+        self._commit(facts, "tool-started")
+        return self._started(facts[0].id)
+
+    def _started(self, tool_started_id: str) -> ToolCallState:
+        operation = self.state.operation
+        if type(operation) is RunOperation:
+            for started in operation.toolCalls:
+                if started.toolStartedId == tool_started_id:
+                    return started
+        raise RuntimeError(f"toolStarted {tool_started_id} is not in the open run")
+
+    def _append_synthetic(self, plan: AppendSynthetic) -> None:
+        state = self.state
+        facts: list[Fact] = []
+        for result in plan.results:
+            if result.reason == "interrupted":
+                facts.append(transactions.interrupted_result(self._started(_required(result.toolStartedId))))
+            else:
+                facts.append(
+                    transactions.pre_execution_result(
+                        state, assistant_entry_id=result.assistantEntryId, tool_index=result.toolIndex, reason=result.reason
+                    )
+                )
+        self._commit(facts, "synthetic")
+
+    def _finish(self, plan: Finish) -> None:
+        state = self.state
+        if plan.outcome == "completed" and plan.completion == "normal":
+            final = state.entries[_required(plan.finalEntryId)]
+            message = final.message
+            self._final = message.content if message is not None and isinstance(message.content, str) else None
+            if final.stopReason == "length":
+                # Not committable as completed (session-v2 §18 P5): the answer was cut off.  The
+                # transcript keeps what the model wrote; the run ends failed, saying why.
+                self._failure = "the model's answer was cut off by its token limit"
+                self._cut_off = True
+                self._commit(transactions.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
+                self._last_outcome = "failed"
+                return
+        if plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
+            self._step_limit = True
+            self._failure = plan.error.message
+        elif plan.error is not UNSET and plan.error.code == compaction.CONTEXT_FULL:
+            self._failure = plan.error.message
+        elif plan.outcome == "failed" and self._failure is None and state.lastStepFailure is not None:
+            self._failure = state.lastStepFailure.message
+        facts = transactions.finish(
+            state,
+            plan.outcome,
+            completion=None if plan.completion is UNSET else plan.completion,
+            final_entry_id=None if plan.finalEntryId is UNSET else plan.finalEntryId,
+            error=None if plan.error is UNSET else (plan.error.code, plan.error.message),
+        )
+        self._commit(facts, "finish")
+        self._last_outcome = plan.outcome
+
+    # -- interruption ------------------------------------------------------------
+
+    @contextmanager
+    def _signals_handled(self) -> Iterator[None]:
+        previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._reconciling:
+            self.report("  (already stopping: reconciling the journal first)")
+            return
+        self.stopped_by = "terminate" if signum == signal.SIGTERM else "interrupt"
+        self._request_abort()
+        raise KeyboardInterrupt
+
+    def _request_abort(self) -> None:
+        operation = self.state.operation
+        if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
+            return
+        if operation.abortRequested:
+            return
+        phase, call_id = self._phase
+        if type(operation) is CompactionOperation:
+            phase, call_id = "compact", None
+        self._commit(transactions.request_abort(self.state, phase, call_id), "abort")
+        self.report("abort requested: recorded before cancelling what was in flight")
+
+    def _after_interrupt(self) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = "interrupt"
+        self._reconciling = True
+        self._request_abort()
+
+    # -- bookkeeping -------------------------------------------------------------
+
+    def _commit(self, facts: list[Fact], label: str) -> list[Fact]:
+        return self.writer.commit(facts, label)
+
+    def _idle_result(self, actions: int) -> DriveResult:
+        outcome = self._last_outcome
+        if outcome == "completed":
+            return DriveResult(status="completed", final=self._final, actions=actions)
+        if outcome == "aborted" or self.stopped_by is not None:
+            why = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
+            return DriveResult(status="aborted", reason=why[self.stopped_by], actions=actions, stopped_by=self.stopped_by)
+        if outcome == "failed" or self._failure:
+            final = self._final if self._cut_off else None
+            return DriveResult(
+                status="failed",
+                reason=self._failure or "the model step failed",
+                actions=actions,
+                final=final,
+                cut_off=self._cut_off,
+                step_limit=self._step_limit,
+            )
+        return DriveResult(status="idle", actions=actions)
+
+
+def _active_messages(state: SessionState) -> int:
+    """How many transcript messages the active context holds (after a compaction, all but its summary)."""
+    context = state.activeContext
+    transcript = state.transcript
+    if not context or len(context) > len(transcript):
+        return len(context) - 1 if context else 0
+    return len(context) if context[0] == transcript[len(transcript) - len(context)] else len(context) - 1
+
+
+def _required(value: str | msgspec.UnsetType) -> str:
+    if value is UNSET:
+        raise AssertionError("the planner always sets this member for this action")
+    return value
+
+
+def blocked_reason(plan: Blocked, state: SessionState, configuration: Configuration) -> str:
+    """The blocked line, naming each configuration field that differs from the open step's."""
+    operation = state.operation
+    if plan.reason != "configuration_changed" or isinstance(operation, IdleOperation) or operation.step is UNSET:
+        return describe_block(plan.reason)
+    recorded = operation.step.configurationSnapshot
+    return describe_block(plan.reason, configuration_differences(recorded, configuration.snapshot()))
+
+
+def _retry_after(received: Received | None, cap: float) -> float | None:
+    """The wait a ``Retry-After`` header asks for (seconds, or an HTTP date), capped; None without one."""
+    value = received.retry_after if received is not None else None
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(text), cap)
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return min(max(0.0, moment.timestamp() - time.time()), cap)
+
+
+__all__ = ["DriveResult", "Driver", "Policy", "Runtime", "blocked_reason", "build_runtime"]

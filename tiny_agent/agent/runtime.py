@@ -1,0 +1,229 @@
+"""What driving a session needs besides its journal: the configuration, the tools, the provider, the policy.
+
+A :class:`Runtime` is built once per command from today's flags and
+environment; the driver asks it for the configuration of each kind of step
+(a run's, or a compaction's), for the planner's ``current`` input, and for
+the request of the wire API the session speaks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal, Protocol
+
+import msgspec
+
+from tiny_agent.agent import compaction
+from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.recovery import CurrentConfiguration
+from tiny_agent.agent.tools.toolbox import Approver, ToolBox
+from tiny_agent.journal.redact import Secrets
+from tiny_agent.journal.state import CompactionOperation, SessionState
+from tiny_agent.journal.tools import ToolSpec
+from tiny_agent.journal.transcript import Message
+from tiny_agent.providers.http import Provider, Timeouts
+from tiny_agent.wire.anthropic import anthropic_request
+from tiny_agent.wire.chat.request import chat_request
+from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.responses import responses_request
+
+if TYPE_CHECKING:
+    from tiny_agent.providers.endpoint import Endpoint
+
+Api = Literal["chat", "anthropic", "responses"]
+
+ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
+
+
+def environment_identity(cwd: Path) -> str:
+    """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
+    configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
+    return configured or os.path.realpath(cwd)
+
+RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
+REQUEST_BUILDERS: dict[str, RequestBuilder] = {
+    "chat": chat_request,
+    "anthropic": anthropic_request,
+    "responses": responses_request,
+}
+
+
+class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How a run talks to the model: streaming, the token cap, retries, and the step limit."""
+
+    stream: bool = False
+    stream_usage: bool = True
+    """Chat Completions: ask for usage in the stream (``stream_options.include_usage``)."""
+    max_tokens: int | None = None
+    max_attempts: int = 3
+    """Attempts per model step, transport retries included."""
+    retry_wait: float = 1.0
+    """The first backoff, doubled per retry, with jitter; ``Retry-After`` wins when the provider sends it."""
+    retry_wait_cap: float = 30.0
+    retry_after_cap: float = 120.0
+    max_steps: int = 50
+    """Model steps per run; at the limit the run stops inside the contract."""
+
+
+class CompactionPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """When and how tiny-agent compacts a session (docs/compaction.md)."""
+
+    context_window: int | None = None
+    """Tokens the model takes; None: unknown, so only a provider's context-length error triggers a compaction."""
+    threshold: float = compaction.DEFAULT_THRESHOLD
+    """Compact before a request whose estimated context passes this share of the window."""
+    keep: int = compaction.DEFAULT_KEEP
+    """Messages kept verbatim after the summary."""
+
+    @property
+    def budget(self) -> int | None:
+        """Estimated tokens the messages may take before a compaction (None: no automatic compaction)."""
+        if self.context_window is None:
+            return None
+        return int(self.context_window * self.threshold)
+
+
+class Display(Protocol):
+    """What a terminal shows while a run is live (the CLI supplies one; nothing is shown without it)."""
+
+    def model_started(self, api: str, streamed: bool) -> None: ...
+
+    def model_bytes(self, chunk: bytes) -> None: ...
+
+    def model_finished(self) -> None: ...
+
+
+class Runtime:
+    """What driving a session needs besides its journal: configuration, tools, and a provider on demand."""
+
+    def __init__(
+        self,
+        configuration: Configuration,
+        toolbox: ToolBox,
+        connect: Callable[[], Provider] | None,
+        *,
+        api: Api = "chat",
+        policy: Policy = Policy(),
+        compacting: CompactionPolicy = CompactionPolicy(),
+        secrets: Secrets | None = None,
+        display: Display | None = None,
+    ) -> None:
+        self.configuration = configuration
+        self.toolbox = toolbox
+        self.api = api
+        self.policy = policy
+        self.compacting = compacting
+        self.secrets = secrets or Secrets(())
+        self.display = display
+        self._connect = connect
+        self._provider: Provider | None = None
+
+    def configuration_for(self, state: SessionState) -> Configuration:
+        """A run's steps use the session's configuration; a compaction's, the summary prompt and no tools."""
+        if isinstance(state.operation, CompactionOperation):
+            return self.compaction_configuration()
+        return self.configuration
+
+    def compaction_configuration(self) -> Configuration:
+        return msgspec.structs.replace(
+            self.configuration,
+            system_prompt=compaction.SUMMARY_PROMPT,
+            tools=[],
+            output_options=compaction.output_options(),
+        )
+
+    def current(self, state: SessionState) -> CurrentConfiguration:
+        """The planner's ``current`` for the session's open operation."""
+        configuration = self.configuration_for(state)
+        budget = self.message_budget()
+        return CurrentConfiguration(
+            configurationDigest=configuration.digest,
+            environmentIdentity=configuration.environment_identity,
+            tools=list(self.configuration.tools),
+            maxAttempts=self.policy.max_attempts,
+            maxSteps=self.policy.max_steps,
+            contextBudget=msgspec.UNSET if budget is None else budget,
+        )
+
+    def message_budget(self) -> int | None:
+        """Estimated tokens the messages may take before compacting: the window's share, less the fixed part."""
+        budget = self.compacting.budget
+        if budget is None:
+            return None
+        tools = sum(len(msgspec.json.encode(spec.to_wire())) for spec in self.toolbox.specs())
+        fixed = len(self.configuration.system_prompt) + tools
+        return max(0, budget - fixed // compaction.CHARS_PER_TOKEN)
+
+    def request(self, state: SessionState) -> WireRequest:
+        """The request for the open step, in this runtime's wire API."""
+        configuration = self.configuration_for(state)
+        options = RequestOptions(
+            max_tokens=self.policy.max_tokens, stream=self.policy.stream, stream_usage=self.policy.stream_usage
+        )
+        build = REQUEST_BUILDERS[self.api]
+        if isinstance(state.operation, CompactionOperation):
+            retained = len(state.pendingCut.retained) if state.pendingCut is not None else 0
+            messages = compaction.summary_messages(state.activeContext, retained)
+            return build(configuration.model, configuration.system_prompt, messages, [], options)
+        return build(configuration.model, configuration.system_prompt, state.activeContext, self.toolbox.specs(), options)
+
+    def provider(self) -> Provider:
+        """The provider, connected on first use (a recovery may never need one)."""
+        if self._provider is None:
+            if self._connect is None:
+                raise RuntimeError("this drive has no provider configured")
+            self._provider = self._connect()
+        return self._provider
+
+    def close(self) -> None:
+        if self._provider is not None:
+            self._provider.close()
+            self._provider = None
+
+
+def build_runtime(
+    endpoint: Endpoint,
+    *,
+    system_prompt: str,
+    cwd: Path,
+    allow_bash: bool = False,
+    allow_write: bool = False,
+    approve: Approver | None = None,
+    protected: Sequence[Path] = (),
+    policy: Policy = Policy(),
+    compacting: CompactionPolicy = CompactionPolicy(),
+    timeouts: Timeouts = Timeouts(),
+    display: Display | None = None,
+) -> Runtime:
+    """The runtime for a session driven from ``cwd`` against ``endpoint``."""
+    toolbox = ToolBox(cwd, allow_bash=allow_bash, allow_write=allow_write, approve=approve, protected=protected)
+    output_options: dict[str, object] = {} if policy.max_tokens is None else {"maxTokens": policy.max_tokens}
+    configuration = Configuration(
+        model=endpoint.model,
+        system_prompt=system_prompt,
+        tools=[spec.declaration() for spec in toolbox.specs()],
+        routing_identity=endpoint.routing_identity,
+        environment_identity=environment_identity(cwd),
+        adapter_identity=endpoint.adapter_identity,
+        output_options=output_options,
+    )
+    secrets = endpoint.secrets()
+
+    def connect() -> Provider:
+        from tiny_agent.providers.http import HttpxProvider
+
+        endpoint.require_key()
+        return HttpxProvider(endpoint, secrets, timeouts)
+
+    return Runtime(
+        configuration,
+        toolbox,
+        connect,
+        api=endpoint.api,
+        policy=policy,
+        compacting=compacting,
+        secrets=secrets,
+        display=display,
+    )

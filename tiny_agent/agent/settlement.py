@@ -1,0 +1,219 @@
+"""How a provider response settles its model attempt: an assistant entry, or a failed step.
+
+One pipeline, run the same way live, on resume (settling from a stored
+``raw`` fact) and in audit's re-derivation, so the three can never disagree:
+
+    raw body ─▶ (an event stream? reassemble it into one body) ─▶ the API's
+    decoding ─▶ the quirk adapters the attempt recorded (Chat Completions) ─▶
+    the API's seam ─▶ the settling rules below
+
+What to run is read from the attempt's configuration snapshot
+(``adapterIdentity`` names the wire API and the adapters with their versions),
+never from today's configuration: a stored response is always re-derived the
+way it was first derived.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.agent.compaction import CONTEXT_LENGTH_EXCEEDED, is_context_length_error
+from tiny_agent.fold.contract import is_blank
+from tiny_agent.journal.facts import RawResponse
+from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.journal.transcript import AssistantMessage, StopReason, Usage
+from tiny_agent.wire import anthropic, responses
+from tiny_agent.wire.chat import stream as chat_stream
+from tiny_agent.wire.chat.adapters import AdapterIdentity, Change, apply, parse_adapter_identity
+from tiny_agent.wire.chat.seam import Accepted, Outcome, Rejected, UsageDerivation, normalize_response
+from tiny_agent.wire.seam import Reassembly
+from tiny_agent.wire.sse import looks_like_sse
+
+
+class StreamFacts(msgspec.Struct, frozen=True):
+    """What audit shows of a streamed response: how it was put back together."""
+
+    events: int
+    """Data events (chunks) that carried the response."""
+    bytes: int
+    not_carried: list[str]
+    """Paths of what reassembly did not carry into the body (before the seam dropped anything)."""
+    problem: str | None = None
+
+
+class Derivation(msgspec.Struct, frozen=True):
+    """Every stage between a stored response and its seam outcome."""
+
+    api: str
+    adapters: tuple[str, ...]
+    recognised: bool
+    """False when the attempt's adapterIdentity was not written by this version (read as plain chat)."""
+    outcome: Outcome
+    stream: StreamFacts | None = None
+    changes: list[Change] = msgspec.field(default_factory=list)
+    """What each adapter changed, in order."""
+
+
+class Settlement(msgspec.Struct, frozen=True):
+    """What a response settles its attempt into: an assistant message, or a failure (with its usage)."""
+
+    usage: Usage
+    message: AssistantMessage | None = None
+    stop_reason: StopReason | None = None
+    failure: tuple[str, str] | None = None
+    """(code, one-line reason) when the step fails."""
+
+
+def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
+    """Run a stored response through reassembly, the adapters and the seam of the attempt's API."""
+    identity = parse_adapter_identity(adapter_identity)
+    if raw.body is UNSET:
+        return _derived(identity, _rejected("the response body is not UTF-8 text"))
+    text = raw.body
+    if looks_like_sse(text):
+        return _from_stream(identity, text)
+    if not text.strip():
+        return _derived(identity, _rejected("response body is empty"))
+    try:
+        value = LineDecoder().decode(text.encode("utf-8"))
+    except ProfileViolation as error:
+        return _derived(identity, _rejected(f"response body is not JSON: {error}"))
+    return _from_value(identity, value, None)
+
+
+def _from_value(identity: AdapterIdentity, value: Any, stream: StreamFacts | None) -> Derivation:
+    if identity.api == "anthropic":
+        return _derived(identity, anthropic.normalize_anthropic(value), stream)
+    if identity.api == "responses":
+        return _derived(identity, responses.normalize_responses(value), stream)
+    adapted, changes = apply(value, identity.adapters)
+    return _derived(identity, normalize_response(adapted), stream, changes)
+
+
+def _from_stream(identity: AdapterIdentity, text: str) -> Derivation:
+    if identity.api == "chat":
+        assembled = chat_stream.reassemble(text)
+        if isinstance(assembled, chat_stream.StreamRejected):
+            facts = StreamFacts(events=assembled.chunks, bytes=assembled.bytes, not_carried=[], problem=assembled.reason)
+            return _derived(identity, _rejected_stream(assembled.reason, assembled.usage), facts)
+        facts = StreamFacts(events=assembled.chunks, bytes=assembled.bytes, not_carried=assembled.dropped)
+        return _from_value(identity, assembled.body, facts)
+    if identity.api == "anthropic":
+        reassembly = anthropic.reassemble_anthropic_stream(text)
+        outcome = anthropic.normalize_anthropic_stream(text).outcome
+    else:
+        reassembly = responses.reassemble_responses_stream(text)
+        outcome = responses.normalize_responses_stream(text).outcome
+    return _derived(identity, outcome, _stream_facts(reassembly))
+
+
+def _stream_facts(reassembly: Reassembly) -> StreamFacts:
+    return StreamFacts(
+        events=reassembly.event_count,
+        bytes=reassembly.byte_size,
+        not_carried=reassembly.not_carried,
+        problem=reassembly.problem,
+    )
+
+
+def _derived(
+    identity: AdapterIdentity, outcome: Outcome, stream: StreamFacts | None = None, changes: list[Change] | None = None
+) -> Derivation:
+    return Derivation(
+        api=identity.api,
+        adapters=identity.adapters,
+        recognised=identity.recognised,
+        outcome=outcome,
+        stream=stream,
+        changes=changes or [],
+    )
+
+
+def _rejected(reason: str) -> Rejected:
+    return Rejected(reason=reason, usage=Usage(), derivation=UsageDerivation())
+
+
+def _rejected_stream(reason: str, usage: Any) -> Rejected:
+    """A rejected chat stream still ledgers the usage that arrived before the rejection."""
+    paid = normalize_response({"usage": usage}) if usage is not None else None
+    if paid is None:
+        return _rejected(reason)
+    return Rejected(reason=reason, usage=paid.usage, derivation=paid.derivation)
+
+
+# -- the settling rules ------------------------------------------------------------
+
+
+def settlement(raw: RawResponse, adapter_identity: str) -> Settlement:
+    """Decide how a response settles its attempt (the same live, on resume, and in audit's drift check).
+
+    An HTTP error, a body that ended early, a response the seam rejects and an
+    empty ``stop`` answer fail the step, keeping whatever usage the provider
+    reported.  Anything else becomes the assistant entry -- a ``length``
+    answer without calls too: the transcript keeps what the model wrote, and
+    the run then ends failed (session-v2 §18 P5), the cut-off answer shown
+    as such.
+    """
+    return settle_derived(raw, derive(raw, adapter_identity))
+
+
+def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
+    outcome = derivation.outcome
+    if raw.body is UNSET:
+        return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
+    if not 200 <= raw.status < 300:
+        code = CONTEXT_LENGTH_EXCEEDED if is_context_length_error(raw.status, raw.body) else "http_error"
+        return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {_error_detail(raw.body, outcome)}"))
+    if raw.incomplete is not UNSET:
+        return Settlement(usage=outcome.usage, failure=("incomplete_response", f"the response ended early: {raw.incomplete}"))
+    if not isinstance(outcome, Accepted):
+        return Settlement(usage=outcome.usage, failure=("rejected_response", outcome.reason))
+    message = outcome.message
+    if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
+        return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
+    return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)
+
+
+ERROR_BODY_SHOWN = 160
+"""Characters of an error body that is not JSON shown in the failure (the whole body is in the raw fact)."""
+
+
+def _error_detail(body: str, outcome: Outcome) -> str:
+    """What an HTTP error said: the seam's reading of a JSON body, else the start of the body itself.
+
+    A proxy's "Service Unavailable" or HTML page says more than "not JSON" would.
+    """
+    try:
+        msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        text = " ".join(body.split())
+        if not text:
+            return "an empty body"
+        shown = text if len(text) <= ERROR_BODY_SHOWN else text[:ERROR_BODY_SHOWN] + "…"
+        return f"{shown} (the body is not JSON)"
+    return outcome.reason if isinstance(outcome, Rejected) else "unexpected body"
+
+
+class SummarySettlement(msgspec.Struct, frozen=True):
+    """What a compaction's summary response settles into: the summary text, or a failure."""
+
+    usage: Usage
+    summary: str | None = None
+    failure: tuple[str, str] | None = None
+
+
+def summary_settlement(raw: RawResponse, adapter_identity: str) -> SummarySettlement:
+    """A summary is an answer with text and no tool calls (none were offered); anything else fails the step."""
+    decided = settlement(raw, adapter_identity)
+    if decided.failure is not None:
+        return SummarySettlement(usage=decided.usage, failure=decided.failure)
+    message = decided.message
+    if message is None or message.tool_calls is not UNSET or not message.content or is_blank(message.content):
+        failure = ("bad_summary", "the summary response has no text, or asks for tools")
+        return SummarySettlement(usage=decided.usage, failure=failure)
+    return SummarySettlement(usage=decided.usage, summary=message.content)

@@ -1,0 +1,438 @@
+"""Running the built-in tools, confined to one working directory.
+
+A tool failure is an ordinary error result for the model, never an exception.
+
+- ``read`` opens nothing but a regular file: it checks with ``lstat`` first,
+  opens with ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO swapped in meanwhile cannot
+  block the open) and checks the descriptor again with ``fstat``.
+- ``write`` asks first: it runs when ``allow_write`` is set, else when the
+  approver (the user at a terminal) says yes, else it is refused.  How it was
+  decided is part of the result content, so the journal records it.
+- ``bash`` runs with a scrubbed environment, inside bubblewrap when it works
+  here (see :mod:`tiny_agent.agent.tools.sandbox`); the first line of its result names
+  the sandbox it ran in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import msgspec
+
+from tiny_agent.agent.tools.builtin import BASH, READ, WRITE, validate_arguments
+from tiny_agent.agent.tools.sandbox import (
+    SandboxChoice,
+    SandboxMode,
+    SandboxProbe,
+    bubblewrap_argv,
+    resolve_sandbox,
+    scrubbed_environment,
+    unconfined_notice,
+)
+from tiny_agent.journal.tools import ToolOutcome, ToolSpec
+
+READ_LIMIT: Final = 256 * 1024
+OUTPUT_LIMIT: Final = 64 * 1024
+DIFF_LINE_LIMIT: Final = 200
+"""Diff lines shown in a write proposal; more would scroll the question off the screen."""
+DIFF_WIDTH_LIMIT: Final = 400
+"""Characters shown of one diff line (a minified file is one huge line)."""
+DIFF_INPUT_LIMIT: Final = READ_LIMIT
+"""Files larger than this on either side get no diff: difflib's cost grows faster than their size."""
+
+NO_APPROVER_REASON: Final = "no terminal to ask, and --allow-write was not given"
+
+
+class Refusal(Exception):
+    """A tool call that will not be carried out; its message is the result the model sees."""
+
+
+class ConfinementError(Refusal):
+    """A path that would leave the working directory."""
+
+
+class WriteProposal(msgspec.Struct, frozen=True):
+    """What a ``write`` call would do, shown to whoever approves it."""
+
+    path: str
+    """The path as the model gave it, relative to the working directory."""
+    exists: bool
+    size_before: int | None
+    """Bytes in the file now; None when it does not exist."""
+    size_after: int
+    diff: str | None
+    """A unified diff (truncated to DIFF_LINE_LIMIT lines), or None when there is none to show."""
+    no_diff_reason: str | None = None
+
+
+class ApprovalDecision(msgspec.Struct, frozen=True):
+    """An answer to a write proposal; ``reason`` goes into the tool result (``approved by the user``)."""
+
+    approved: bool
+    reason: str
+
+
+Approver = Callable[[WriteProposal], ApprovalDecision]
+
+ALLOWED_BY_FLAG: Final = ApprovalDecision(approved=True, reason="allowed by --allow-write")
+
+
+class ToolBox:
+    """The tools offered to the model, bound to one working directory.
+
+    ``allow_write`` runs every write; otherwise ``approve`` is asked, and
+    without an approver a write is refused.  ``sandbox`` picks how ``bash``
+    runs (``auto``: in bubblewrap when it works here).  ``protected`` paths
+    (the sessions directory) may be read but not written, by ``write`` nor
+    (when sandboxed) by ``bash``.  ``environ`` replaces ``os.environ`` as
+    the environment that ``bash`` commands inherit a scrubbed part of.
+    """
+
+    def __init__(
+        self,
+        cwd: Path,
+        *,
+        allow_bash: bool = False,
+        bash_timeout: float = 30.0,
+        allow_write: bool = False,
+        approve: Approver | None = None,
+        sandbox: SandboxChoice = "auto",
+        protected: Sequence[Path] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = Path(os.path.realpath(cwd))
+        self.allow_bash = allow_bash
+        self.bash_timeout = bash_timeout
+        self.allow_write = allow_write
+        self.approve = approve
+        self.protected = tuple(Path(os.path.realpath(self.root / path)) for path in protected)
+        self.environ = environ
+        self._specs = [READ, WRITE, BASH] if allow_bash else [READ, WRITE]
+        # Probed now, not at the first call: the user must hear before the run that bash is unconfined.
+        self.sandbox: SandboxProbe | None = resolve_sandbox(sandbox) if allow_bash else None
+
+    @property
+    def sandbox_mode(self) -> SandboxMode | None:
+        """How ``bash`` runs (``bubblewrap`` or ``none``); None when bash is not offered."""
+        return None if self.sandbox is None else self.sandbox.mode
+
+    @property
+    def unconfined_notice(self) -> str | None:
+        """The one line to print before a run when ``bash`` is offered but not sandboxed; None otherwise."""
+        return None if self.sandbox is None else unconfined_notice(self.sandbox)
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    def lookup(self, name: str) -> ToolSpec | None:
+        return next((spec for spec in self._specs if spec.name == name), None)
+
+    def validate(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why ``arguments`` do not fit the tool's parameters, or None when they do."""
+        spec = self.lookup(name)
+        if spec is None:
+            return f"unknown tool {name}"
+        return validate_arguments(spec.parameters, arguments)
+
+    def execute(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        problem = self.validate(name, arguments)
+        if problem is not None:
+            return ToolOutcome(content=f"Error: {problem}", ok=False)
+        try:
+            if name == "read":
+                return self._read(arguments["path"])
+            if name == "write":
+                return self._write(arguments["path"], arguments["content"])
+            return self._bash(arguments["command"])
+        except Refusal as refusal:
+            return ToolOutcome(content=f"Error: {refusal}", ok=False)
+        except OSError as error:
+            return ToolOutcome(content=f"Error: {arguments.get('path', name)}: {error.strerror or error}", ok=False)
+
+    # -- confinement ----------------------------------------------------------
+
+    def confine(self, path_text: str) -> Path:
+        """The real path for ``path_text`` if it stays inside the working directory."""
+        if not path_text or "\x00" in path_text:
+            raise ConfinementError("path is empty or contains a NUL byte")
+        if os.path.isabs(path_text):
+            raise ConfinementError(f"{path_text}: absolute paths are not allowed; use a path relative to the working directory")
+        resolved = Path(os.path.realpath(self.root / path_text))
+        if resolved != self.root and self.root not in resolved.parents:
+            raise ConfinementError(f"{path_text}: leaves the working directory")
+        return resolved
+
+    def _refuse_protected(self, path: Path, path_text: str) -> None:
+        for protected in self.protected:
+            if path == protected or protected in path.parents:
+                shown = os.path.relpath(protected, self.root)
+                raise Refusal(f"{path_text}: {shown} is kept by tiny-agent itself; the tools may read it but not change it")
+
+    # -- read -------------------------------------------------------------------
+
+    def _read(self, path_text: str) -> ToolOutcome:
+        path = self.confine(path_text)
+        data = _read_regular(path, path_text)
+        try:
+            return ToolOutcome(content=data.decode("utf-8"), ok=True)
+        except UnicodeDecodeError:
+            return ToolOutcome(content=f"Error: {path_text}: not a UTF-8 text file", ok=False)
+
+    # -- write -------------------------------------------------------------------
+
+    def _write(self, path_text: str, content: str) -> ToolOutcome:
+        try:
+            encoded = content.encode("utf-8")
+        except UnicodeEncodeError as error:
+            reason = f"the content is not valid Unicode text ({error.reason} at {error.start})"
+            return ToolOutcome(content=f"Error: {path_text}: {reason}", ok=False)
+        path = self.confine(path_text)
+        self._refuse_protected(path, path_text)
+        before = _existing_content(path, path_text)
+        decision = self._decide(propose_write(path_text, before, encoded))
+        if not decision.approved:
+            return ToolOutcome(content=f"Error: writing {path_text} was not approved: {decision.reason}", ok=False)
+        self._write_bytes(path, path_text, encoded, exists=before is not None)
+        return ToolOutcome(content=f"wrote {len(encoded)} bytes to {path_text} ({decision.reason})", ok=True)
+
+    def _decide(self, proposal: WriteProposal) -> ApprovalDecision:
+        if self.allow_write:
+            return ALLOWED_BY_FLAG
+        if self.approve is None:
+            return ApprovalDecision(approved=False, reason=NO_APPROVER_REASON)
+        return self.approve(proposal)
+
+    def _write_bytes(self, path: Path, path_text: str, encoded: bytes, *, exists: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The directories just made, or swapped in since confine(), must still lie inside.
+        self.confine(os.path.relpath(path.parent, self.root))
+        if exists:
+            fd = _open_regular(path, path_text, os.O_WRONLY)
+            os.ftruncate(fd, 0)
+        else:
+            # O_EXCL: a file that appeared while the user was deciding is not silently replaced.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as file:
+            file.write(encoded)
+
+    # -- bash --------------------------------------------------------------------
+
+    def _bash(self, command: str) -> ToolOutcome:
+        if not self.allow_bash or self.sandbox is None:
+            return ToolOutcome(content="Error: bash is disabled (start tiny-agent with --allow-bash)", ok=False)
+        mode = self.sandbox.mode
+        argv = ["bash", "-c", command]
+        if mode == "bubblewrap" and self.sandbox.executable is not None:
+            argv = bubblewrap_argv(self.sandbox.executable, self.root, argv, read_only=self.protected)
+        environ = os.environ if self.environ is None else self.environ
+        process = subprocess.Popen(
+            argv,
+            cwd=self.root,
+            env=scrubbed_environment(environ, sandboxed=mode == "bubblewrap"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        header = f"[sandbox: {mode}]"
+        try:
+            output, _ = process.communicate(timeout=self.bash_timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            killed = f"Error: command timed out after {self.bash_timeout:g} s and was killed"
+            return ToolOutcome(content=f"{header}\n{killed}", ok=False)
+        except BaseException:
+            _kill_group(process)  # interrupted (Ctrl-C): the command must not outlive its cancellation
+            raise
+        text = output[:OUTPUT_LIMIT].decode("utf-8", "replace")
+        if len(output) > OUTPUT_LIMIT:
+            text += f"\n[output truncated at {OUTPUT_LIMIT // 1024} KiB]"
+        return ToolOutcome(content=f"{header}\n{text}\n[exit status {process.returncode}]", ok=process.returncode == 0)
+
+
+# -- opening files safely ---------------------------------------------------------------
+
+
+class ExistingFile(msgspec.Struct, frozen=True):
+    """The file a write would replace: its size, and its text when it is UTF-8 and small enough to diff."""
+
+    size: int
+    text: str | None
+    no_diff_reason: str | None = None
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symbolic link"),
+    )
+    return next((word for test, word in kinds if test(mode)), "not a regular file")
+
+
+def _require_regular(mode: int, path_text: str) -> None:
+    kind = _file_kind(mode)
+    if kind is not None:
+        raise Refusal(f"{path_text}: is {kind}, not a regular file")
+
+
+def _open_regular(path: Path, path_text: str, access: int) -> int:
+    """A descriptor for the regular file at ``path``, opened without ever blocking on anything else."""
+    _require_regular(os.lstat(path).st_mode, path_text)
+    fd = os.open(path, access | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        # Checked again on the descriptor: the path may have been swapped since lstat.
+        _require_regular(os.fstat(fd).st_mode, path_text)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_regular(path: Path, path_text: str) -> bytes:
+    fd = _open_regular(path, path_text, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(READ_LIMIT + 1)
+    if len(data) > READ_LIMIT:
+        raise Refusal(f"{path_text}: larger than {READ_LIMIT // 1024} KiB")
+    return data
+
+
+def _existing_content(path: Path, path_text: str) -> ExistingFile | None:
+    """The file a write would replace (None when there is none); refuses anything but a regular file."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    _require_regular(info.st_mode, path_text)
+    if info.st_size > DIFF_INPUT_LIMIT:
+        too_large = f"the file is larger than {DIFF_INPUT_LIMIT // 1024} KiB"
+        return ExistingFile(size=info.st_size, text=None, no_diff_reason=too_large)
+    data = _read_regular(path, path_text)
+    try:
+        return ExistingFile(size=len(data), text=data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return ExistingFile(size=len(data), text=None, no_diff_reason="the file is not UTF-8 text")
+
+
+# -- write proposals -----------------------------------------------------------------
+
+
+def propose_write(path_text: str, before: ExistingFile | None, encoded: bytes) -> WriteProposal:
+    """The proposal for replacing ``before`` (None: no file yet) with ``encoded``."""
+    size_before = None if before is None else before.size
+    if before is not None and before.text is None:
+        return WriteProposal(path_text, True, size_before, len(encoded), None, before.no_diff_reason)
+    if len(encoded) > DIFF_INPUT_LIMIT:
+        too_large = f"the new content is larger than {DIFF_INPUT_LIMIT // 1024} KiB"
+        return WriteProposal(path_text, before is not None, size_before, len(encoded), None, too_large)
+    old_lines = [] if before is None or before.text is None else before.text.splitlines(keepends=True)
+    new_lines = encoded.decode("utf-8").splitlines(keepends=True)
+    old_name = "/dev/null" if before is None else f"a/{path_text}"
+    diff = unified_diff(old_lines, new_lines, old_name, f"b/{path_text}")
+    return WriteProposal(path_text, before is not None, size_before, len(encoded), diff or None, None if diff else "no change")
+
+
+def unified_diff(old_lines: list[str], new_lines: list[str], old_name: str, new_name: str) -> str:
+    """A unified diff cut to DIFF_LINE_LIMIT lines of at most DIFF_WIDTH_LIMIT characters."""
+    lines = [line.removesuffix("\n") for line in difflib.unified_diff(old_lines, new_lines, old_name, new_name)]
+    shown = [_cut(line) for line in lines[:DIFF_LINE_LIMIT]]
+    if len(lines) > DIFF_LINE_LIMIT:
+        shown.append(f"[diff truncated: {len(lines) - DIFF_LINE_LIMIT} more lines]")
+    return "\n".join(shown)
+
+
+def _cut(line: str) -> str:
+    if len(line) <= DIFF_WIDTH_LIMIT:
+        return line
+    return f"{line[:DIFF_WIDTH_LIMIT]} [line cut: {len(line) - DIFF_WIDTH_LIMIT} more characters]"
+
+
+# -- asking at the terminal --------------------------------------------------------------
+
+
+def render_proposal(proposal: WriteProposal) -> str:
+    """The proposal as the user reads it, with control characters made visible.
+
+    The model chose the path and the content: raw escape sequences could
+    clear the screen or redraw the question, so every control, format or
+    unassigned character is shown as an escape (``\\x1b``) instead.
+    """
+    path = printable(proposal.path)
+    if proposal.exists:
+        summary = f"replace {path} ({proposal.size_before} bytes now, {proposal.size_after} bytes after)"
+    else:
+        summary = f"create {path} ({proposal.size_after} bytes)"
+    lines = [f"tiny-agent: the model asks to {summary}"]
+    if proposal.diff is not None:
+        lines += [printable(line) for line in proposal.diff.split("\n")]
+    else:
+        lines.append(f"(no diff shown: {proposal.no_diff_reason})")
+    return "\n".join(lines)
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that could steer a terminal replaced by a visible escape."""
+    return "".join(_visible(character) for character in text)
+
+
+def _visible(character: str) -> str:
+    if character == "\t" or unicodedata.category(character) not in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        return character
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def ask_on_terminal(proposal: WriteProposal, *, answers: TextIO | None = None, prompts: TextIO | None = None) -> ApprovalDecision:
+    """Show ``proposal`` on ``prompts`` (stderr) and read y/N from ``answers`` (stdin); anything but yes declines."""
+    answers = sys.stdin if answers is None else answers
+    prompts = sys.stderr if prompts is None else prompts
+    prompts.write(render_proposal(proposal) + "\n")
+    prompts.write(f"Write {printable(proposal.path)}? [y/N] ")
+    prompts.flush()
+    line = answers.readline()
+    if not line:
+        prompts.write("\n")
+        return ApprovalDecision(approved=False, reason="the terminal closed before an answer")
+    if line.strip().lower() in ("y", "yes"):
+        return ApprovalDecision(approved=True, reason="approved by the user")
+    return ApprovalDecision(approved=False, reason="the user declined")
+
+
+def terminal_approver() -> Approver | None:
+    """:func:`ask_on_terminal` when stdin and stderr are both terminals; None otherwise (writes are refused)."""
+    if sys.stdin is None or sys.stderr is None or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    return ask_on_terminal
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the command's process group; inside bubblewrap that ends its whole PID namespace.
+
+    The output pipe is closed, not drained: a process that left the group
+    (``setsid``, possible only without the sandbox) may hold it open forever.
+    """
+    with contextlib.suppress(ProcessLookupError):  # the group already ended: nothing is left to kill
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    if process.stdout is not None:
+        process.stdout.close()

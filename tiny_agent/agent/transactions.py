@@ -1,0 +1,371 @@
+"""The transactions a session commits, as fact builders: what each step of a run writes, and nothing else.
+
+The live loop and crash recovery both drive a session by asking the planner
+for the next action and committing what that action produces; these
+functions are that production, so a settle written live and one written by
+``resume`` from a stored response are the same transaction.
+
+Pure but for identifiers: each builder takes the reduced state it continues
+from and returns facts ready for ``JournalWriter.commit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET
+
+from tiny_agent.agent.compaction import Cut
+from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.settlement import Settlement
+from tiny_agent.journal.canonical import canonical_digest
+from tiny_agent.journal.facts import (
+    AbortPhase,
+    AbortRequested,
+    AssistantEntry,
+    CompactionEntry,
+    CompactionStarted,
+    Completion,
+    EntryFact,
+    ErrorInfo,
+    Fact,
+    OperationFinished,
+    OperationKind,
+    Outcome,
+    PreExecutionResultEntry,
+    RawFact,
+    RawResponse,
+    RecordFact,
+    RetainedMessage,
+    RunStarted,
+    StartedToolResultEntry,
+    StepAttempt,
+    StepFailed,
+    ToolResult,
+    ToolStarted,
+    UsageFact,
+    UserEntry,
+)
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.state import (
+    AppliedEntry,
+    CompactionOperation,
+    LatestAttempt,
+    RunOperation,
+    SessionState,
+    StepKind,
+    ToolCallState,
+)
+from tiny_agent.journal.tools import ToolDeclaration
+from tiny_agent.journal.transcript import (
+    SYNTHETIC_TEXTS,
+    AssistantMessage,
+    Message,
+    PreExecutionReason,
+    StopReason,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+
+def _open_operation(state: SessionState) -> RunOperation | CompactionOperation:
+    operation = state.operation
+    if type(operation) is RunOperation or type(operation) is CompactionOperation:
+        return operation
+    raise ValueError("no operation is open")
+
+
+def _operation_kind(state: SessionState) -> OperationKind:
+    return "run" if type(_open_operation(state)) is RunOperation else "compaction"
+
+
+def _step(state: SessionState) -> LatestAttempt:
+    step = _open_operation(state).step
+    if step is UNSET:
+        raise ValueError("no step is open")
+    return step
+
+
+def _tool_call(state: SessionState, assistant_entry_id: str, tool_index: int) -> tuple[AppliedEntry, ToolCall]:
+    entry = state.entries[assistant_entry_id]
+    message = entry.message
+    if type(message) is not AssistantMessage or tool_index >= len(message.calls):
+        raise ValueError(f"entry {assistant_entry_id} has no tool call {tool_index}")
+    return entry, message.calls[tool_index]
+
+
+# -- runs ---------------------------------------------------------------------
+
+
+def begin_run(prompt: str) -> list[Fact]:
+    """``[user entry, runStarted]``: a run is accepted once this transaction is durable."""
+    user_id = uuid7()
+    return [
+        EntryFact(id=user_id, entry=UserEntry(message=UserMessage(content=prompt))),
+        RecordFact(id="", record=RunStarted(operationId=uuid7(), inputEntryId=user_id)),
+    ]
+
+
+def step_attempt(
+    state: SessionState, configuration: Configuration, *, attempt: int, context_through: str, step_id: str | None = None
+) -> list[Fact]:
+    operation = _open_operation(state)
+    kind: StepKind = "assistant" if type(operation) is RunOperation else "compaction"
+    return [
+        RecordFact(
+            id="",
+            record=StepAttempt(
+                operationId=operation.operationId,
+                stepId=step_id or uuid7(),
+                attemptId=uuid7(),
+                stepKind=kind,
+                attempt=attempt,
+                contextThroughEntryId=context_through,
+                configurationSnapshot=configuration.snapshot(),
+                configurationDigest=configuration.digest,
+            ),
+        )
+    ]
+
+
+def raw_response(state: SessionState, raw: RawResponse) -> list[Fact]:
+    """The provider's answer to the open attempt, as received: its own transaction, before any parsing."""
+    step = _step(state)
+    return [RawFact(id="", operationId=step.operationId, attemptId=step.attemptId, raw=raw)]
+
+
+def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: StopReason, usage: Usage) -> list[Fact]:
+    step = _step(state)
+    return [
+        EntryFact(
+            id=uuid7(),
+            entry=AssistantEntry(
+                stepId=step.stepId,
+                attemptId=step.attemptId,
+                stopReason=stop_reason,
+                message=message,
+            ),
+        ),
+        UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage),
+    ]
+
+
+def fail_step(state: SessionState, code: str, message: str, usage: Usage | None) -> list[Fact]:
+    """``[stepFailed, usage?]``: the attempt ended without an answer the transcript can take."""
+    step = _step(state)
+    facts: list[Fact] = [
+        RecordFact(
+            id="",
+            record=StepFailed(
+                operationId=step.operationId,
+                stepId=step.stepId,
+                attemptId=step.attemptId,
+                error=ErrorInfo(code=code, message=message or code),
+            ),
+        )
+    ]
+    if usage is not None:
+        facts.append(UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage))
+    return facts
+
+
+def settle(state: SessionState, decided: Settlement) -> tuple[list[Fact], str]:
+    """The transaction that settles the open attempt as ``decided``, and its failpoint label."""
+    if decided.failure is not None:
+        code, reason = decided.failure
+        return fail_step(state, code, reason, decided.usage), "step-failed"
+    if decided.message is None or decided.stop_reason is None:
+        raise ValueError("a settlement without a failure carries a message and a stop reason")
+    return settle_assistant(state, decided.message, decided.stop_reason, decided.usage), "settle"
+
+
+# -- tools --------------------------------------------------------------------
+
+
+def tool_started(
+    state: SessionState,
+    *,
+    assistant_entry_id: str,
+    tool_index: int,
+    arguments: dict[str, Any],
+    declaration: ToolDeclaration,
+    environment: str,
+) -> list[Fact]:
+    """Announce a tool before its effect: after this commit, a crash leaves the call pending, not forgotten."""
+    step = _step(state)
+    _, call = _tool_call(state, assistant_entry_id, tool_index)
+    return [
+        RecordFact(
+            id=uuid7(),
+            record=ToolStarted(
+                operationId=step.operationId,
+                stepId=step.stepId,
+                assistantEntryId=assistant_entry_id,
+                toolIndex=tool_index,
+                toolCallId=call.id,
+                toolName=call.function.name,
+                arguments=arguments,
+                replay=declaration.replay,
+                replayKey=declaration.replayKey,
+                environmentIdentity=environment,
+                resultEntryId=uuid7(),
+            ),
+        )
+    ]
+
+
+def tool_result(started: ToolCallState, content: str, ok: bool, usage: Usage | None = None) -> list[Fact]:
+    facts: list[Fact] = [
+        EntryFact(
+            id=started.resultEntryId,
+            entry=StartedToolResultEntry(
+                stepId=started.stepId,
+                toolStartedId=started.toolStartedId,
+                toolName=started.toolName,
+                message=ToolMessage(content=content, tool_call_id=started.toolCallId),
+                result=ToolResult(type="success" if ok else "error"),
+            ),
+        )
+    ]
+    if usage is not None:
+        facts.append(UsageFact(id="", operationId=started.operationId, toolStartedId=started.toolStartedId, usage=usage))
+    return facts
+
+
+def interrupted_result(started: ToolCallState) -> EntryFact:
+    """The answer for a started call whose outcome is unknown and which must not run again."""
+    return EntryFact(
+        id=started.resultEntryId,
+        entry=StartedToolResultEntry(
+            stepId=started.stepId,
+            toolStartedId=started.toolStartedId,
+            toolName=started.toolName,
+            message=ToolMessage(content=SYNTHETIC_TEXTS["interrupted"], tool_call_id=started.toolCallId),
+            result=ToolResult(type="synthetic", reason="interrupted"),
+        ),
+    )
+
+
+def pre_execution_result(
+    state: SessionState, *, assistant_entry_id: str, tool_index: int, reason: PreExecutionReason
+) -> EntryFact:
+    """The answer for a call that was never executed (invalid arguments, unknown tool, truncated, aborted)."""
+    entry, call = _tool_call(state, assistant_entry_id, tool_index)
+    if entry.stepId is None:
+        raise ValueError(f"entry {assistant_entry_id} belongs to no step")
+    return EntryFact(
+        id=uuid7(),
+        entry=PreExecutionResultEntry(
+            stepId=entry.stepId,
+            assistantEntryId=assistant_entry_id,
+            toolIndex=tool_index,
+            toolName=call.function.name,
+            message=ToolMessage(content=SYNTHETIC_TEXTS[reason], tool_call_id=call.id),
+            result=ToolResult(type="synthetic", reason=reason),
+        ),
+    )
+
+
+# -- ending -------------------------------------------------------------------
+
+
+def request_abort(state: SessionState, phase: AbortPhase, tool_call_id: str | None = None) -> list[Fact]:
+    """Durably ask the open operation to stop, before anything in flight is cancelled."""
+    return [
+        RecordFact(
+            id="",
+            record=AbortRequested(
+                operationId=_open_operation(state).operationId,
+                operationKind=_operation_kind(state),
+                phase=phase,
+                toolCallId=UNSET if tool_call_id is None else tool_call_id,
+            ),
+        )
+    ]
+
+
+def finish(
+    state: SessionState,
+    outcome: Outcome,
+    *,
+    completion: Completion | None = None,
+    final_entry_id: str | None = None,
+    error: tuple[str, str] | None = None,
+) -> list[Fact]:
+    return [
+        RecordFact(
+            id="",
+            record=OperationFinished(
+                operationId=_open_operation(state).operationId,
+                operationKind=_operation_kind(state),
+                outcome=outcome,
+                completion=UNSET if completion is None else completion,
+                finalEntryId=UNSET if final_entry_id is None else final_entry_id,
+                error=UNSET if error is None else ErrorInfo(code=error[0], message=error[1]),
+            ),
+        )
+    ]
+
+
+# -- compactions ------------------------------------------------------------------
+
+
+def message_ids(state: SessionState) -> list[str]:
+    """The ids of every message entry, in order (what a compaction's partition lists)."""
+    return [entry.id for entry in state.entries.values() if entry.message is not None]
+
+
+def begin_compaction(state: SessionState, cut: Cut) -> list[Fact]:
+    """``compactionStarted`` for a compaction through the context boundary, cut as ``cut`` says."""
+    through = state.contextBoundary
+    if through is None:
+        raise ValueError("a session without messages has nothing to compact")
+    sources = [
+        {"sourceEntryId": entry.id, "message": entry.message}
+        for entry in state.entries.values()
+        if entry.message is not None
+    ]
+    return [
+        RecordFact(
+            id="",
+            record=CompactionStarted(
+                operationId=uuid7(),
+                inputThroughEntryId=through,
+                resultEntryId=uuid7(),
+                compactedEntryIds=cut.compacted,
+                retainedEntryIds=cut.retained,
+                sourceDigest=canonical_digest(sources),
+            ),
+        )
+    ]
+
+
+def settle_compaction(state: SessionState, summary: str, usage: Usage) -> list[Fact]:
+    """The compaction entry (its id reserved by ``compactionStarted``) with the retained tail, and the attempt's usage."""
+    operation = state.operation
+    cut = state.pendingCut
+    if not isinstance(operation, CompactionOperation) or cut is None:
+        raise ValueError("no compaction is open")
+    step = _step(state)
+    retained = [RetainedMessage(sourceEntryId=entry_id, message=_message_of(state, entry_id)) for entry_id in cut.retained]
+    return [
+        EntryFact(
+            id=operation.resultEntryId,
+            entry=CompactionEntry(
+                operationId=operation.operationId,
+                summary=summary,
+                compactedThroughEntryId=cut.through,
+                retainedTail=retained,
+            ),
+        ),
+        UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage),
+    ]
+
+
+def _message_of(state: SessionState, entry_id: str) -> Message:
+    message = state.entries[entry_id].message
+    if message is None:
+        raise ValueError(f"entry {entry_id} is not a message")
+    return message

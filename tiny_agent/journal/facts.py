@@ -1,0 +1,316 @@
+"""Journal facts as typed Structs: what a writer builds and encodes into lines.
+
+One Struct per fact kind, entry shape and record type of session-v2, plus the
+v3 ``raw`` and ``seal`` facts.  Field names are the journal's own (camelCase:
+they are the spec's names, and many modules read them); every Struct forbids
+unknown fields and omits UNSET optional members.  The fold derives the member
+set it accepts for each object from these Structs
+(:mod:`tiny_agent.fold.contract`), so encoding a fact gives exactly what the
+fold accepts; the fold itself reads untrusted lines rule by rule.
+tests/test_schema.py pins these Structs to the spec's member lists.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.journal.links import Origin, Parent
+from tiny_agent.journal.state import ConfigurationSnapshot, ReplayPolicy, StepKind
+from tiny_agent.journal.transcript import (
+    AssistantMessage,
+    Message,
+    StopReason,
+    SyntheticReason,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+Outcome = Literal["completed", "aborted", "failed"]
+Completion = Literal["normal", "truncated"]
+AbortPhase = Literal["model", "tool", "compact"]
+OperationKind = Literal["run", "compaction"]
+ToolResultType = Literal["success", "error", "synthetic"]
+FactKind = Literal["entry", "record", "usage", "raw", "seal"]
+
+# Every Struct below is closed (forbid_unknown_fields) and kw_only: kw_only
+# lets the envelope (seq, id, timestamp) come first although seq and
+# timestamp have defaults.  UNSET members are never encoded, which is how an
+# optional member stays absent.
+
+
+class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", forbid_unknown_fields=True, kw_only=True):
+    version: int
+    id: str
+    createdAt: int
+    cwd: str
+    provider: str
+    model: str
+    environmentIdentity: str
+    origin: Origin | UnsetType = UNSET
+    """v3 only: the v2 journal this session continues (``tiny-agent upgrade``)."""
+    parent: Parent | UnsetType = UNSET
+    """v3 only: the session this one was forked from, and where (``tiny-agent fork``)."""
+
+
+# -- entries ----------------------------------------------------------------
+
+
+class UserEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    type: Literal["message"] = "message"
+    message: UserMessage
+
+
+class AssistantEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    type: Literal["message"] = "message"
+    stepId: str
+    attemptId: str
+    stopReason: StopReason
+    message: AssistantMessage
+
+
+class ToolResult(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    type: ToolResultType
+    reason: SyntheticReason | UnsetType = UNSET
+
+
+class StartedToolResultEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The outcome of a call announced by ``toolStarted``; its fact id is the reserved ``resultEntryId``."""
+
+    type: Literal["message"] = "message"
+    stepId: str
+    toolStartedId: str
+    toolName: str
+    message: ToolMessage
+    result: ToolResult
+
+
+class PreExecutionResultEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A call answered without being executed (invalid arguments, unknown tool, truncated, aborted)."""
+
+    type: Literal["message"] = "message"
+    stepId: str
+    assistantEntryId: str
+    toolIndex: int
+    toolName: str
+    message: ToolMessage
+    result: ToolResult
+
+
+class RetainedMessage(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    sourceEntryId: str
+    message: Message
+
+
+class CompactionEntry(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    type: Literal["compaction"] = "compaction"
+    operationId: str
+    summary: str
+    compactedThroughEntryId: str
+    retainedTail: list[RetainedMessage]
+
+
+Entry = UserEntry | AssistantEntry | StartedToolResultEntry | PreExecutionResultEntry | CompactionEntry
+
+
+# -- records ----------------------------------------------------------------
+
+
+class ErrorInfo(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    code: str
+    message: str
+
+
+class RunStarted(msgspec.Struct, tag_field="type", tag="runStarted", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    operationKind: Literal["run"] = "run"
+    inputEntryId: str
+
+
+class CompactionStarted(msgspec.Struct, tag_field="type", tag="compactionStarted", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    operationKind: Literal["compaction"] = "compaction"
+    inputThroughEntryId: str
+    resultEntryId: str
+    compactedEntryIds: list[str]
+    retainedEntryIds: list[str]
+    sourceDigest: str
+
+
+class StepAttempt(msgspec.Struct, tag_field="type", tag="stepAttempt", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    stepId: str
+    attemptId: str
+    stepKind: StepKind
+    attempt: int
+    contextThroughEntryId: str
+    configurationSnapshot: ConfigurationSnapshot
+    configurationDigest: str
+
+
+class StepFailed(msgspec.Struct, tag_field="type", tag="stepFailed", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    stepId: str
+    attemptId: str
+    error: ErrorInfo
+
+
+class ToolStarted(msgspec.Struct, tag_field="type", tag="toolStarted", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    stepId: str
+    assistantEntryId: str
+    toolIndex: int
+    toolCallId: str
+    toolName: str
+    arguments: dict[str, Any]
+    replay: ReplayPolicy
+    replayKey: str
+    environmentIdentity: str
+    resultEntryId: str
+
+
+class AbortRequested(msgspec.Struct, tag_field="type", tag="abortRequested", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    operationKind: OperationKind
+    phase: AbortPhase
+    toolCallId: str | UnsetType = UNSET
+    reason: Literal["escape"] = "escape"
+
+
+class OperationFinished(msgspec.Struct, tag_field="type", tag="operationFinished", forbid_unknown_fields=True, kw_only=True):
+    operationId: str
+    operationKind: OperationKind
+    outcome: Outcome
+    completion: Completion | UnsetType = UNSET
+    finalEntryId: str | UnsetType = UNSET
+    error: ErrorInfo | UnsetType = UNSET
+
+
+Record = RunStarted | CompactionStarted | StepAttempt | StepFailed | ToolStarted | AbortRequested | OperationFinished
+
+
+# -- facts ------------------------------------------------------------------
+#
+# Field order is the order people expect when they open a journal: kind (the
+# tag, which msgspec writes first), seq, id, timestamp, then the body.
+# ``seq`` and ``timestamp`` are stamped by the writer when it commits a
+# transaction; ``id`` is chosen by whoever builds the fact, because other facts
+# of the same transaction (or records that reserved it) may need to name it.
+
+
+class EntryFact(msgspec.Struct, tag_field="kind", tag="entry", forbid_unknown_fields=True, kw_only=True):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    entry: Entry
+
+
+class RecordFact(msgspec.Struct, tag_field="kind", tag="record", forbid_unknown_fields=True, kw_only=True):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    record: Record
+
+
+class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", forbid_unknown_fields=True, kw_only=True):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    operationId: str
+    attemptId: str | UnsetType = UNSET
+    toolStartedId: str | UnsetType = UNSET
+    usage: Usage
+
+
+class RawResponse(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A provider response exactly as received: text body, or base64 when it is not UTF-8."""
+
+    status: int
+    contentType: str | None
+    body: str | UnsetType = UNSET
+    bodyBase64: str | UnsetType = UNSET
+    redactions: int | UnsetType = UNSET
+    """How many occurrences of a secret were replaced by a marker in the body before it was committed (>= 1)."""
+    incomplete: str | UnsetType = UNSET
+    """Why the body ended early (a stream cut off, a read timeout, an interrupt); the body holds what did arrive."""
+
+
+class RawFact(msgspec.Struct, tag_field="kind", tag="raw", forbid_unknown_fields=True, kw_only=True):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    operationId: str
+    attemptId: str
+    raw: RawResponse
+
+
+class SealFact(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fields=True, kw_only=True):
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    chain: str
+
+
+Fact = EntryFact | RecordFact | UsageFact | RawFact | SealFact
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_transaction(facts: list[Fact]) -> bytes:
+    """A transaction line without its LF: a bare object for one fact, an array for several."""
+    if len(facts) == 1:
+        return _encoder.encode(facts[0])
+    return _encoder.encode(facts)
+
+
+def encode_seal_only(seal: SealFact) -> bytes:
+    """The closing line of a clean close: ``[seal]`` (session-v3), covering the line before it."""
+    return _encoder.encode([seal])
+
+
+def encode_header(header: HeaderLine) -> bytes:
+    return _encoder.encode(header)
+
+
+# -- reading facts back (from journals the reducer has accepted) -------------------
+
+
+def decode_fact(value: dict[str, Any]) -> Fact:
+    """A fact of a validated journal as its typed Struct.
+
+    Entry shapes share ``type: "message"``, so they are told apart the way the
+    reducer tells them apart: by the message role and by which members are
+    present.  Only call this on journals the reducer accepted: it relies on
+    their shape.
+    """
+    match value:
+        case {"kind": "entry"}:
+            entry = _decode_entry(value["entry"])
+            return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=entry)
+        case {"kind": "record"}:
+            return msgspec.convert(value, RecordFact)
+        case {"kind": "usage"}:
+            return msgspec.convert(value, UsageFact)
+        case {"kind": "raw"}:
+            return msgspec.convert(value, RawFact)
+        case _:
+            return msgspec.convert(value, SealFact)
+
+
+def _decode_entry(entry: dict[str, Any]) -> Entry:
+    match entry:
+        case {"type": "compaction"}:
+            return msgspec.convert(entry, CompactionEntry)
+        case {"message": {"role": "user"}}:
+            return msgspec.convert(entry, UserEntry)
+        case {"message": {"role": "assistant"}}:
+            return msgspec.convert(entry, AssistantEntry)
+        case {"assistantEntryId": _} | {"toolIndex": _}:
+            return msgspec.convert(entry, PreExecutionResultEntry)
+        case _:
+            return msgspec.convert(entry, StartedToolResultEntry)

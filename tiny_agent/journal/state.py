@@ -1,0 +1,296 @@
+"""The reduced state of a session: what the fold rebuilds from a journal.
+
+``SessionState.to_json()`` is exactly the conformance shape of session-v2 §14.
+Besides it, the state carries a typed index of every applied entry and the
+context boundary, which recovery planning and audit need but the conformance
+shape leaves out.
+
+These objects are owned by the fold (:mod:`tiny_agent.fold`) and advance
+with it; treat them as read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.journal.links import Origin, Parent
+from tiny_agent.journal.transcript import Message, StopReason, Usage
+
+StepKind = Literal["assistant", "compaction"]
+StepStatus = Literal["attempting", "settled", "failed"]
+ReplayPolicy = Literal["safe", "never"]
+ToolCallStatus = Literal["pending", "completed"]
+
+
+class Header(msgspec.Struct, frozen=True):
+    id: str
+    createdAt: int
+    cwd: str
+    provider: str
+    model: str
+    environmentIdentity: str
+
+
+class ToolDigest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    definitionDigest: str
+
+
+class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a model request depends on, minus secrets, paths and clocks (session-v2 §13.1)."""
+
+    model: str
+    systemPromptDigest: str
+    tools: list[ToolDigest]
+    adapterIdentity: str
+    routingIdentity: str
+    outputOptionsDigest: str
+
+
+class LatestAttempt(msgspec.Struct):
+    """The latest attempt of an operation's latest step: the ``step`` member of the conformance shape (§14).
+
+    Named for what it holds: a step can have several attempts, and this is
+    always the newest one, with the step's status as that attempt left it.
+    """
+
+    operationId: str
+    stepId: str
+    attemptId: str
+    attempt: int
+    stepKind: StepKind
+    status: StepStatus
+    contextThroughEntryId: str
+    configurationSnapshot: ConfigurationSnapshot
+    configurationDigest: str
+    settledEntryId: str | UnsetType = UNSET
+    stopReason: StopReason | UnsetType = UNSET
+    rawId: str | UnsetType = UNSET
+    """v3: the ``raw`` fact holding the provider's response to this attempt, once it landed."""
+    rawStatus: int | UnsetType = UNSET
+    """v3: that response's HTTP status (set with ``rawId``): tells a retryable answer (429, 5xx) from a final one."""
+
+
+class ToolCallState(msgspec.Struct):
+    operationId: str
+    toolStartedId: str
+    stepId: str
+    assistantEntryId: str
+    toolIndex: int
+    toolCallId: str
+    toolName: str
+    arguments: dict[str, Any]
+    replay: ReplayPolicy
+    replayKey: str
+    environmentIdentity: str
+    resultEntryId: str
+    status: ToolCallStatus
+
+
+class IdleOperation(msgspec.Struct, tag_field="kind", tag="idle", frozen=True):
+    pass
+
+
+class RunOperation(msgspec.Struct, tag_field="kind", tag="run"):
+    operationId: str
+    inputEntryId: str
+    toolCalls: list[ToolCallState]
+    abortRequested: bool = False
+    step: LatestAttempt | UnsetType = UNSET
+
+
+class CompactionOperation(msgspec.Struct, tag_field="kind", tag="compaction"):
+    operationId: str
+    inputThroughEntryId: str
+    resultEntryId: str
+    abortRequested: bool = False
+    step: LatestAttempt | UnsetType = UNSET
+
+
+Operation = IdleOperation | RunOperation | CompactionOperation
+
+IDLE: IdleOperation = IdleOperation()
+
+
+class AppliedEntry(msgspec.Struct, gc=False):
+    """An applied entry fact in the fold's index: where it sits and what it settled.
+
+    Internal bookkeeping, not conformance output (and not a ``record`` fact:
+    in this code base "record" means only the record facts of session-v2 §9).
+    """
+
+    id: str
+    position: int
+    """Index in the entry order (all entries, messages and compactions)."""
+    message: Message | None
+    """None for a compaction entry."""
+    transcriptIndex: int
+    """Index in ``transcript``; -1 for a compaction entry."""
+    operationId: str | None = None
+    stepId: str | None = None
+    attemptId: str | None = None
+    stopReason: StopReason | None = None
+    timestamp: int = 0
+
+
+class FinishedOperation(msgspec.Struct, frozen=True, gc=False):
+    """The ``operationFinished`` record of an operation, kept for people (not conformance output)."""
+
+    kind: Literal["run", "compaction"]
+    outcome: Literal["completed", "aborted", "failed"]
+    completion: str | None = None
+    errorCode: str | None = None
+    errorMessage: str | None = None
+    finalEntryId: str | None = None
+
+
+class StepFailure(msgspec.Struct, frozen=True, gc=False):
+    """A ``stepFailed`` record's error, and the response it failed on when one is on record."""
+
+    code: str
+    message: str
+    rawId: str | None = None
+
+
+class PendingCut(msgspec.Struct, frozen=True, gc=False):
+    """Where an open compaction cuts: the last compacted message, and the message ids it retains."""
+
+    through: str
+    retained: list[str]
+
+
+class SessionState(msgspec.Struct):
+    header: Header
+    version: int
+    transcript: list[Message]
+    activeContext: list[Message]
+    usage: Usage
+    operation: Operation
+    repairedLength: int
+    factCount: int = 0
+    contextBoundary: str | None = None
+    """ID of the last message the next step must see (session-v2 §15)."""
+    entries: dict[str, AppliedEntry] = msgspec.field(default_factory=dict)
+    sealed: bool = False
+    """v3: the last committed line is a seal-only line (a clean close), so every byte is covered."""
+    runCount: int = 0
+    """Runs started in this session (finished or not)."""
+    runSteps: int = 0
+    """Model steps started by the current (or last) run: the step limit counts these."""
+    lastSnapshot: ConfigurationSnapshot | None = None
+    """The configuration of the newest model attempt: what ``run --session`` continues with."""
+    lastOutcome: FinishedOperation | None = None
+    """How the newest finished operation ended (for replay, sessions and view)."""
+    lastStepFailure: StepFailure | None = None
+    """Why the newest failed model step failed (the run's ``operationFinished`` carries a fixed pair)."""
+    lastRunOutcome: FinishedOperation | None = None
+    """How the newest finished *run* ended (a compaction may have finished after it)."""
+    pendingCut: PendingCut | None = None
+    """The open compaction's cut, as its ``compactionStarted`` declared it (what settling it needs)."""
+    origin: Origin | None = None
+    """v3: the header's ``origin``, the v2 journal this session continues (not conformance output)."""
+    parent: Parent | None = None
+    """v3: the header's ``parent``, the session this one was forked from (not conformance output)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The conformance shape of session-v2 §14 (no version, no internal index)."""
+        return {
+            "header": msgspec.to_builtins(self.header),
+            "transcript": msgspec.to_builtins(self.transcript),
+            "activeContext": msgspec.to_builtins(self.activeContext),
+            "usage": msgspec.to_builtins(self.usage),
+            # Tool arguments may hold an integer too long for Python to convert, kept as its verbatim Raw text.
+            "operation": msgspec.to_builtins(self.operation, builtin_types=(msgspec.Raw,)),
+            "repairedLength": self.repairedLength,
+        }
+
+    def to_json_bytes(self) -> bytes:
+        """The conformance shape encoded as JSON, straight from the state (no builtins in between).
+
+        Byte for byte ``msgspec.json.encode(self.to_json())``: the shape's
+        members in the same order, each encoded from the same objects.
+        """
+        shape = _ConformanceShape(
+            header=self.header,
+            transcript=self.transcript,
+            activeContext=self.activeContext,
+            usage=self.usage,
+            operation=self.operation,
+            repairedLength=self.repairedLength,
+        )
+        return _encode(shape)
+
+    def json_pieces(self, batch: int = 256) -> Iterator[bytes]:
+        """:meth:`to_json_bytes` in pieces (joined, they are those bytes), ``batch`` messages at most per piece.
+
+        For writing a long session's state without one buffer that holds
+        every message's text again: the pieces are written and let go.
+        """
+        yield b'{"header":' + _encode(self.header) + b',"transcript":'
+        yield from json_array_pieces(self.transcript, batch)
+        yield b',"activeContext":'
+        yield from json_array_pieces(self.activeContext, batch)
+        tail = (b',"usage":', _encode(self.usage), b',"operation":', _encode(self.operation), b',"repairedLength":')
+        yield b"".join(tail) + _encode(self.repairedLength) + b"}"
+
+
+def json_array_pieces(items: Sequence[object], batch: int) -> Iterator[bytes]:
+    """``msgspec.json.encode(items)`` in pieces of at most ``batch`` items (joined, they are those bytes)."""
+    if not items:
+        yield b"[]"
+        return
+    for start in range(0, len(items), batch):
+        encoded = _encode(items[start : start + batch])
+        opening = b"[" if start == 0 else b","
+        closing = b"]" if start + batch >= len(items) else b""
+        yield opening + memoryview(encoded)[1:-1] + closing
+
+
+class _ConformanceShape(msgspec.Struct, gc=False):
+    """Session-v2 §14, in the member order of :meth:`SessionState.to_json`."""
+
+    header: Header
+    transcript: list[Message]
+    activeContext: list[Message]
+    usage: Usage
+    operation: Operation
+    repairedLength: int
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def outcome_summary(state: SessionState) -> str | None:
+    """How the newest finished operation ended, in words: completed, cut off, failed (why), aborted, step limit."""
+    last = state.lastOutcome
+    if last is None:
+        return None
+    if last.kind == "compaction":
+        return f"compaction {last.outcome}"
+    if last.outcome == "completed":
+        if last.completion == "truncated":
+            return "completed, truncated: the model's last tool calls were cut off by its token limit and not run"
+        return "completed"
+    if last.outcome == "aborted":
+        return "aborted (Ctrl-C, SIGTERM or resume --abort); the journal records it cleanly"
+    return _failure_summary(state, last.errorCode, last.errorMessage)
+
+
+def _failure_summary(state: SessionState, code: str | None, message: str | None) -> str:
+    if code == "length_without_calls":
+        return "cut off: the last answer was cut off by the model's token limit (shown above; raise --max-tokens)"
+    if code == "step_limit":
+        return f"{message} (raise --max-steps to let it go on)"
+    failure = state.lastStepFailure
+    if failure is None:
+        return f"failed: {code}: {message}"
+    more = f"`tiny-agent audit {state.header.id}` shows the raw response"
+    return f"failed: {failure.code}: {_clip(failure.message, 160)} ({more})"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

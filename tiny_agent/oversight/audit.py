@@ -1,0 +1,498 @@
+"""Audit: for every model attempt, what the provider sent, what the seam kept, what it cost, and drift.
+
+The journal holds each response twice: raw (exactly as received) and
+canonical (as the seam accepted it).  The audit puts them side by side,
+re-runs today's seam on every stored body and reports any difference from
+what the journal says was kept — a normalizer change since the session was
+written, or a forged canonical entry.  It also rebuilds, for every attempt,
+the messages the model was shown and gives their digest, so anyone holding
+the journal can prove what the model saw.
+
+Reads a journal the reducer has accepted; pure apart from reading it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.agent.compaction import estimate_tokens
+from tiny_agent.agent.recovery import RETRYABLE_STATUSES
+from tiny_agent.agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived, summary_settlement
+from tiny_agent.fold.fold import Fold
+from tiny_agent.journal.canonical import canonical_json
+from tiny_agent.journal.facts import (
+    AssistantEntry,
+    CompactionEntry,
+    Entry,
+    EntryFact,
+    Fact,
+    PreExecutionResultEntry,
+    RawFact,
+    Record,
+    RecordFact,
+    StartedToolResultEntry,
+    StepAttempt,
+    StepFailed,
+    ToolStarted,
+    UsageFact,
+    UserEntry,
+)
+from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, compaction_summary_message
+from tiny_agent.stores import files as filestore
+from tiny_agent.stores.journal import CheckedFacts, collector_paused
+from tiny_agent.wire.chat.seam import Accepted
+
+Settled = Literal["assistant", "compaction", "failed", "aborted", "retried", "open"]
+
+
+class ResponseAudit(msgspec.Struct):
+    rawId: str
+    line: int
+    status: int
+    contentType: str | None
+    bytes: int
+    responseId: str | None = None
+    model: str | None = None
+    finishReason: str | None = None
+    seam: str = ""
+    """What the seam made of it today: ``stop``/``toolUse``/``length``, or ``rejected: <reason>``."""
+    derivation: str | None = None
+    cost: float | None = None
+    dropped: list[str] = msgspec.field(default_factory=list)
+    api: str = "chat"
+    adapters: list[str] = msgspec.field(default_factory=list)
+    """The quirk adapters the attempt recorded (``name@version``), in the order they ran."""
+    adapted: list[str] = msgspec.field(default_factory=list)
+    """What each adapter changed: ``adapter: path: what``."""
+    stream: StreamFacts | None = None
+    """For a streamed response: its events, bytes, and what reassembly did not carry."""
+    redactions: int = 0
+    """Secrets replaced by a marker in the body before it was journaled."""
+    incomplete: str | None = None
+    """Why the body ended early, when it did."""
+
+
+class AttemptAudit(msgspec.Struct):
+    number: int
+    operationId: str
+    stepId: str
+    attemptId: str
+    attempt: int
+    model: str
+    configurationDigest: str
+    systemPromptDigest: str
+    adapterIdentity: str
+    contextThroughEntryId: str
+    requestMessages: int
+    requestDigest: str
+    """sha256 of the canonical JSON of the messages sent after the system prompt (the active context)."""
+    settled: Settled = "open"
+    stopReason: str | None = None
+    failure: str | None = None
+    usage: Usage = Usage()
+    response: ResponseAudit | None = None
+    drift: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class ToolAudit(msgspec.Struct):
+    toolName: str
+    toolCallId: str
+    replay: str | None
+    replayKey: str | None
+    outcome: str
+    """``success``, ``error``, ``pending``, or ``synthetic: <reason>``."""
+
+
+class ModelTotals(msgspec.Struct):
+    attempts: int = 0
+    usage: Usage = Usage()
+    cost: float = 0.0
+
+
+class CompactionAudit(msgspec.Struct):
+    """One compaction: what the model's context was before and after it."""
+
+    entryId: str
+    line: int
+    summaryChars: int
+    compactedThroughEntryId: str
+    messagesBefore: int
+    messagesAfter: int
+    tokensBefore: int
+    """Estimated (four characters a token), like the decision to compact."""
+    tokensAfter: int
+
+
+class AuditReport(msgspec.Struct):
+    path: str
+    session: str
+    version: int
+    attempts: list[AttemptAudit]
+    dropped: dict[str, int]
+    usage: Usage
+    cacheHitRate: float | None
+    cost: float | None
+    models: dict[str, ModelTotals]
+    tools: list[ToolAudit]
+    drift: bool
+    compactions: list[CompactionAudit] = msgspec.field(default_factory=list)
+
+
+class _Context:
+    """The active context as the journal builds it, with a running digest of its canonical JSON.
+
+    Messages are only ever appended between compactions, so the digest of the
+    array is kept as a hash of ``[m1,m2,…`` that is extended, and copied and
+    closed when an attempt needs it: linear over the whole session.
+    """
+
+    def __init__(self) -> None:
+        self.reset([])
+
+    def reset(self, messages: list[Message]) -> None:
+        self._hash = hashlib.sha256(b"[")
+        self.messages: list[Message] = []
+        for message in messages:
+            self.append(message)
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+    def append(self, message: Message) -> None:
+        if self.messages:
+            self._hash.update(b",")
+        self._hash.update(canonical_json(msgspec.to_builtins(message)))
+        self.messages.append(message)
+
+    def digest(self) -> str:
+        closed = self._hash.copy()
+        closed.update(b"]")
+        return "sha256:" + closed.hexdigest()
+
+
+def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
+    """Audit the journal at ``path`` (raises CorruptionError if the reducer refuses it).
+
+    ``checkpoint``: the fold of the journal's first lines, from its checked
+    checkpoint; those lines are read for the audit but not folded again.
+    """
+    return audit_chunks(filestore.file_chunks(path), str(path), checkpoint)
+
+
+def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = None) -> AuditReport:
+    """Audit a journal given as its bytes in chunks, from any store (``name`` is how the report names it)."""
+    walk = _Walk()
+    checked = CheckedFacts(chunks, checkpoint)
+    with collector_paused():
+        for line, transaction in checked:
+            for fact in transaction:
+                walk.fact(fact, line)
+    state = checked.finish()
+    attempts = list(walk.attempts.values())
+    for attempt in attempts:
+        attempt_id = attempt.attemptId
+        _finish_attempt(
+            attempt, walk.raw_bodies.get(attempt_id), walk.canonical.get(attempt_id), walk.derivations.get(attempt_id)
+        )
+        if attempt.settled == "compaction":
+            _check_summary(attempt, walk.raw_bodies.get(attempt_id), walk.summaries.get(attempt_id))
+    dropped = Counter(path for attempt in attempts if attempt.response for path in attempt.response.dropped)
+    costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
+    return AuditReport(
+        path=name,
+        session=state.header.id,
+        version=state.version,
+        attempts=attempts,
+        dropped=dict(sorted(dropped.items(), key=lambda item: (-item[1], item[0]))),
+        usage=state.usage,
+        cacheHitRate=state.usage.cache_hit_rate,
+        cost=sum(costs) if costs else None,
+        models=_per_model(attempts),
+        tools=list(walk.tools.values()) + walk.synthetic,
+        drift=any(attempt.drift for attempt in attempts),
+        compactions=walk.compactions,
+    )
+
+
+class _Walk:
+    """One pass over the facts, collecting what each attempt and tool did."""
+
+    def __init__(self) -> None:
+        self.context = _Context()
+        self.attempts: dict[str, AttemptAudit] = {}
+        self.raw_bodies: dict[str, RawFact] = {}
+        self.raw_lines: dict[str, int] = {}
+        self.first_attempt_of_step: dict[str, AttemptAudit] = {}
+        self.tools: dict[str, ToolAudit] = {}
+        self.synthetic: list[ToolAudit] = []
+        self.canonical: dict[str, AssistantMessage] = {}
+        self.derivations: dict[str, Derivation] = {}
+        self.summaries: dict[str, str] = {}
+        """The summary each compaction attempt settled into."""
+        self.compactions: list[CompactionAudit] = []
+        self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
+        self._line = 0
+        self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
+
+    def fact(self, fact: Fact, line: int) -> None:
+        self._line = line
+        match fact:
+            case EntryFact():
+                if isinstance(fact.entry, CompactionEntry):
+                    self._compaction(fact.id, fact.entry)
+                self._entry(fact.entry)
+            case RecordFact():
+                self._record(fact.record, fact.id)
+            case UsageFact() if fact.attemptId is not UNSET:
+                attempt = self.attempts[fact.attemptId]
+                attempt.usage = attempt.usage + fact.usage
+            case RawFact():
+                attempt = self.attempts[fact.attemptId]
+                self.raw_bodies[fact.attemptId] = fact
+                self.raw_lines[fact.attemptId] = line
+                derivation = derive(fact.raw, attempt.adapterIdentity)
+                self.derivations[fact.attemptId] = derivation
+                attempt.response = _response(fact, line, derivation)
+
+    def _entry(self, entry: Entry) -> None:
+        match entry:
+            case CompactionEntry():
+                retained = [item.message for item in entry.retainedTail]
+                self.context.reset([compaction_summary_message(entry.summary), *retained])
+            case UserEntry():
+                self.context.append(entry.message)
+            case AssistantEntry():
+                self.context.append(entry.message)
+                attempt = self.attempts[entry.attemptId]
+                attempt.settled = "assistant"
+                attempt.stopReason = entry.stopReason
+                self.canonical[entry.attemptId] = entry.message
+            case StartedToolResultEntry():
+                self.context.append(entry.message)
+                tool = self.tools[entry.toolStartedId]
+                result = entry.result
+                tool.outcome = result.type if result.reason is UNSET else f"synthetic: {result.reason}"
+            case PreExecutionResultEntry():
+                self.context.append(entry.message)
+                self.synthetic.append(
+                    ToolAudit(
+                        toolName=entry.toolName,
+                        toolCallId=entry.message.tool_call_id,
+                        replay=None,
+                        replayKey=None,
+                        outcome=f"synthetic: {entry.result.reason}",
+                    )
+                )
+
+    def _compaction(self, entry_id: str, entry: CompactionEntry) -> None:
+        before_messages = self.context.messages
+        after_messages = [compaction_summary_message(entry.summary), *(item.message for item in entry.retainedTail)]
+        self.compactions.append(
+            CompactionAudit(
+                entryId=entry_id,
+                line=self._line,
+                summaryChars=len(entry.summary),
+                compactedThroughEntryId=entry.compactedThroughEntryId,
+                messagesBefore=len(before_messages),
+                messagesAfter=len(after_messages),
+                tokensBefore=estimate_tokens(before_messages),
+                tokensAfter=estimate_tokens(after_messages),
+            )
+        )
+        attempt = self.latest_attempt_of_operation.get(entry.operationId)
+        if attempt is not None:
+            attempt.settled = "compaction"
+            self.summaries[attempt.attemptId] = entry.summary
+
+    def _record(self, record: Record, fact_id: str) -> None:
+        match record:
+            case StepAttempt():
+                self._attempt(record)
+            case StepFailed():
+                attempt = self.attempts[record.attemptId]
+                aborted = record.error.code == "aborted"
+                attempt.settled = "aborted" if aborted else "failed"
+                attempt.failure = f"{record.error.code}: {record.error.message}"
+            case ToolStarted():
+                self.tools[fact_id] = ToolAudit(
+                    toolName=record.toolName,
+                    toolCallId=record.toolCallId,
+                    replay=record.replay,
+                    replayKey=record.replayKey,
+                    outcome="pending",
+                )
+
+    def _attempt(self, record: StepAttempt) -> None:
+        if record.attempt > 1:
+            first = self.first_attempt_of_step[record.stepId]
+            self.latest_attempt_of_step[record.stepId].settled = "retried"
+            messages, digest = first.requestMessages, first.requestDigest
+        else:
+            messages, digest = self.context.count, self.context.digest()
+        snapshot = record.configurationSnapshot
+        attempt = AttemptAudit(
+            number=len(self.attempts) + 1,
+            operationId=record.operationId,
+            stepId=record.stepId,
+            attemptId=record.attemptId,
+            attempt=record.attempt,
+            model=snapshot.model,
+            configurationDigest=record.configurationDigest,
+            systemPromptDigest=snapshot.systemPromptDigest,
+            adapterIdentity=snapshot.adapterIdentity,
+            contextThroughEntryId=record.contextThroughEntryId,
+            requestMessages=messages,
+            requestDigest=digest,
+        )
+        self.attempts[record.attemptId] = attempt
+        self.first_attempt_of_step.setdefault(record.stepId, attempt)
+        self.latest_attempt_of_step[record.stepId] = attempt
+        self.latest_attempt_of_operation[record.operationId] = attempt
+
+
+def _response(fact: RawFact, line: int, derivation: Derivation) -> ResponseAudit:
+    raw = fact.raw
+    text = raw.body if raw.body is not UNSET else None
+    if text is not None:
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    else:
+        encoded = "" if raw.bodyBase64 is UNSET else raw.bodyBase64
+        size = (len(encoded) * 3) // 4
+    response = ResponseAudit(
+        rawId=fact.id,
+        line=line,
+        status=raw.status,
+        contentType=raw.contentType,
+        bytes=size,
+        api=derivation.api,
+        adapters=list(derivation.adapters),
+        adapted=[f"{change.adapter}: {change.path}: {change.detail}" for change in derivation.changes],
+        stream=derivation.stream,
+        redactions=0 if raw.redactions is UNSET else raw.redactions,
+        incomplete=None if raw.incomplete is UNSET else raw.incomplete,
+    )
+    outcome = derivation.outcome
+    response.responseId = outcome.response_id
+    response.model = outcome.model
+    response.finishReason = outcome.finish_reason
+    response.derivation = outcome.derivation.explain()
+    response.cost = outcome.derivation.cost
+    if isinstance(outcome, Accepted):
+        response.seam = outcome.stop_reason
+        response.dropped = outcome.dropped
+    else:
+        response.seam = f"rejected: {outcome.reason}"
+    return response
+
+
+def _finish_attempt(
+    attempt: AttemptAudit, raw: RawFact | None, canonical: AssistantMessage | None, derivation: Derivation | None
+) -> None:
+    """Notes for attempts without a usable response, and the drift check for the others."""
+    if raw is None or derivation is None:
+        _note_missing_response(attempt)
+        return
+    if attempt.settled == "open":
+        attempt.notes.append("response on record but never settled: `tiny-agent resume` settles it without a new request")
+        return
+    if attempt.settled == "aborted":
+        attempt.notes.append("closed by an abort after its response landed; not settled from it")
+        return
+    if attempt.settled == "compaction":
+        return
+    if attempt.settled == "retried":
+        retryable = raw.raw.status in RETRYABLE_STATUSES
+        why = "asks to try again later" if retryable else "is not one that asks to try again (a retry it did not need)"
+        attempt.notes.append(f"retried: HTTP {raw.raw.status} {why}")
+        return
+    if not derivation.recognised:
+        identity = attempt.adapterIdentity
+        attempt.notes.append(f"adapterIdentity {identity!r} is not one this version wrote: re-derived as plain chat")
+    expected = settle_derived(raw.raw, derivation)
+    if _settled_by_older_length_rule(attempt, expected):
+        attempt.notes.append("failed as cut off by an older rule; today the cut-off answer is kept and the run then fails")
+        return
+    attempt.drift.extend(_differences(attempt, canonical, expected))
+
+
+def _check_summary(attempt: AttemptAudit, raw: RawFact | None, summary: str | None) -> None:
+    """A compaction's summary must be what today's seam makes of its stored response."""
+    if raw is None or summary is None:
+        return
+    expected = summary_settlement(raw.raw, attempt.adapterIdentity)
+    if expected.summary != summary:
+        attempt.drift.append(f"summary differs: journal {_brief(summary)} vs today's seam {_brief(expected.summary)}")
+
+
+def _note_missing_response(attempt: AttemptAudit) -> None:
+    if attempt.settled == "retried":
+        attempt.notes.append(f"no response on record: closed by a retry (attempt {attempt.attempt + 1})")
+    elif attempt.settled == "open":
+        attempt.notes.append("no response on record and not settled (a crash before the response landed)")
+    elif attempt.settled == "failed":
+        attempt.notes.append("no response on record (the request itself failed, or a v2 journal)")
+    else:
+        attempt.notes.append("no response on record (a v2 journal keeps none)")
+
+
+def _settled_by_older_length_rule(attempt: AttemptAudit, expected: Settlement) -> bool:
+    """Journals written before cut-off answers were kept failed the step instead; that is not drift."""
+    message = expected.message
+    return (
+        attempt.settled == "failed"
+        and attempt.failure is not None
+        and attempt.failure.startswith("length_without_calls:")
+        and expected.stop_reason == "length"
+        and message is not None
+        and message.tool_calls is UNSET
+    )
+
+
+def _differences(attempt: AttemptAudit, canonical: AssistantMessage | None, expected: Settlement) -> list[str]:
+    """How the journal's settlement of an attempt differs from what today's seam makes of its response."""
+    found = []
+    if expected.failure is not None:
+        code, reason = expected.failure
+        if attempt.settled != "failed":
+            found.append(f"today's seam fails this response ({reason}) but the journal kept an answer")
+        elif attempt.failure is not None and not attempt.failure.startswith(code + ":"):
+            found.append(f"failure {attempt.failure!r} in the journal, {code!r} from today's seam")
+    elif attempt.settled != "assistant":
+        found.append(f"today's seam accepts this response ({expected.stop_reason}) but the journal failed the step")
+    else:
+        if canonical != expected.message:
+            found.append(f"message differs: journal {_brief(canonical)} vs today's seam {_brief(expected.message)}")
+        if attempt.stopReason != expected.stop_reason:
+            found.append(f"stop reason {attempt.stopReason} in the journal, {expected.stop_reason} from today's seam")
+    if attempt.usage != expected.usage:
+        found.append(f"usage {_usage(attempt.usage)} in the journal, {_usage(expected.usage)} from today's seam")
+    return found
+
+
+def _brief(message: object) -> str:
+    text = msgspec.json.encode(message).decode() if message is not None else "none"
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _usage(usage: Usage) -> str:
+    return f"{{input {usage.input}, output {usage.output}, cacheRead {usage.cacheRead}, cacheWrite {usage.cacheWrite}}}"
+
+
+def _per_model(attempts: list[AttemptAudit]) -> dict[str, ModelTotals]:
+    totals: dict[str, ModelTotals] = {}
+    for attempt in attempts:
+        entry = totals.setdefault(attempt.model, ModelTotals())
+        entry.attempts += 1
+        entry.usage = entry.usage + attempt.usage
+        if attempt.response is not None and attempt.response.cost is not None:
+            entry.cost += attempt.response.cost
+    return totals

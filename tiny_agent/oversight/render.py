@@ -1,0 +1,314 @@
+"""Plain-text views of a reduced session for people (``tiny-agent replay``).
+
+Pure: takes a state, returns lines.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
+
+from msgspec import UNSET
+
+from tiny_agent.journal.state import AppliedEntry, CompactionOperation, RunOperation, SessionState, outcome_summary
+from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, Usage, UserMessage
+
+if TYPE_CHECKING:  # types only: rendering never reads a journal itself
+    from tiny_agent.journal.facts import CompactionEntry
+    from tiny_agent.oversight.audit import AttemptAudit, AuditReport
+    from tiny_agent.providers.selection import ProfileListing
+    from tiny_agent.stores.catalog import Listed
+
+_INDENT = "    "
+
+
+FOLD_LINES: Final = 40
+"""Tool results longer than this many lines show their first and last lines (``--full`` shows all)."""
+FOLD_KEEP: Final = 8
+
+
+def transcript_lines(
+    state: SessionState, *, full: bool = False, compactions: Mapping[str, CompactionEntry] | None = None
+) -> Iterator[str]:
+    """The transcript in order, compaction points marked where they fell."""
+    header = state.header
+    created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(header.createdAt / 1000))
+    yield f"session {header.id} · v{state.version} · {header.provider} · {header.model}"
+    yield f"created {created} in {header.cwd}"
+    yield from lineage_lines(state)
+    call_names: dict[str, str] = {}
+    for entry in state.entries.values():
+        yield ""
+        if entry.message is None:
+            yield f"── compaction {entry.id}: the model's context restarts from a summary here ──"
+            detail = (compactions or {}).get(entry.id)
+            if detail is not None:
+                yield from _compaction_lines(state, detail, full)
+            continue
+        yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names, full)
+
+
+def lineage_lines(state: SessionState) -> Iterator[str]:
+    """Where the session came from, if it was forked or upgraded (`tiny-agent verify` checks the link)."""
+    parent = state.parent
+    if parent is not None:
+        yield (
+            f"forked from session {parent.session} after its line {parent.line}: what comes before that point "
+            f"is the parent's (`tiny-agent verify` checks the link)"
+        )
+    origin = state.origin
+    if origin is not None:
+        yield f"upgraded from the v2 journal {origin.path} (a copy of its first {origin.length:,} bytes, left as they were)"
+
+
+def _message_lines(
+    number: int, entry: AppliedEntry, message: Message, call_names: dict[str, str], full: bool
+) -> Iterator[str]:
+    match message:
+        case UserMessage():
+            yield f"#{number} user"
+            yield from _body(message.content)
+        case AssistantMessage():
+            stop = f" → {entry.stopReason}" if entry.stopReason else ""
+            yield f"#{number} assistant{stop}"
+            if message.content:
+                yield from _body(message.content)
+            elif message.tool_calls is UNSET:
+                yield f"{_INDENT}(empty answer)"
+            for call in message.calls:
+                call_names[call.id] = call.function.name
+                yield f"{_INDENT}▸ {call.function.name}({call.function.arguments})  [{call.id}]"
+        case ToolMessage():
+            name = call_names.get(message.tool_call_id, "?")
+            yield f"#{number} tool {name} [{message.tool_call_id}]"
+            text = message.content if message.content else "(empty result)"
+            yield from (_body(text) if full else _folded(text))
+
+
+def _compaction_lines(state: SessionState, entry: CompactionEntry, full: bool) -> Iterator[str]:
+    """What a compaction replaced: the messages it summarised, the ones it kept, and the summary."""
+    through = state.entries.get(entry.compactedThroughEntryId)
+    last = through.transcriptIndex + 1 if through is not None else 0
+    kept = len(entry.retainedTail)
+    kept_range = f"#{last + 1}–#{last + kept}" if kept else "none"
+    yield f"{_INDENT}summarises the conversation through #{last}; keeps {kept_range} verbatim"
+    yield f"{_INDENT}summary:"
+    summary = entry.summary or "(empty)"
+    yield from (_body(textwrap.indent(summary, _INDENT)) if full else _folded(textwrap.indent(summary, _INDENT)))
+
+
+def _folded(text: str) -> Iterator[str]:
+    """A long tool result as its first and last lines, saying how many are hidden."""
+    lines = text.split("\n")
+    if len(lines) <= FOLD_LINES:
+        yield from _body(text)
+        return
+    yield from _body("\n".join(lines[:FOLD_KEEP]))
+    yield f"{_INDENT}… {len(lines) - 2 * FOLD_KEEP} lines hidden (--full shows them)"
+    yield from _body("\n".join(lines[-FOLD_KEEP:]))
+
+
+def _body(text: str) -> Iterator[str]:
+    for line in text.split("\n"):
+        yield textwrap.indent(line, _INDENT) if line else ""
+
+
+def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
+    yield ""
+    yield "─" * 60
+    messages = len(state.transcript)
+    yield f"{state.factCount} facts · {messages} messages · {len(state.activeContext)} in the model's context"
+    yield f"usage: {usage_summary(state.usage)}"
+    yield f"operation: {operation_summary(state)}"
+    outcome = outcome_summary(state)
+    if outcome is not None:
+        yield f"last run: {outcome}"
+    if state.version >= 3:
+        yield "integrity: " + ("sealed (clean close)" if state.sealed else "open tail (live, or crashed before a clean close)")
+    torn = file_size - state.repairedLength
+    if torn > 0:
+        yield (
+            f"warning: torn tail of {torn} bytes after the last newline was ignored "
+            f"(an interrupted write; `tiny-agent resume` moves it to a sidecar file)"
+        )
+
+
+def usage_summary(usage: Usage) -> str:
+    rate = usage.cache_hit_rate
+    hit = "n/a" if rate is None else f"{rate:.1%}"
+    return (
+        f"input {usage.input:,} · output {usage.output:,} · cache read {usage.cacheRead:,} · "
+        f"cache write {usage.cacheWrite:,} · cache hit rate {hit}"
+    )
+
+
+def operation_summary(state: SessionState) -> str:
+    operation = state.operation
+    if type(operation) is RunOperation:
+        parts = [f"open run {operation.operationId}"]
+    elif type(operation) is CompactionOperation:
+        parts = [f"open compaction {operation.operationId}"]
+    else:
+        return "idle"
+    step = operation.step
+    if step is UNSET:
+        parts.append("no step started yet")
+    elif step.status == "attempting":
+        raw = ", response on record" if step.rawId is not UNSET else ", no response on record"
+        parts.append(f"attempt {step.attempt} of step {step.stepId} open{raw}")
+    elif step.status == "settled":
+        ended = f" ({step.stopReason})" if step.stopReason is not UNSET else ""
+        parts.append(f"step {step.stepId} settled{ended}")
+    else:
+        parts.append(f"step {step.stepId} failed")
+    if type(operation) is RunOperation:
+        pending = [call.toolName for call in operation.toolCalls if call.status == "pending"]
+        if pending:
+            parts.append(f"{len(pending)} tool call(s) pending ({', '.join(pending)})")
+    if operation.abortRequested:
+        parts.append("abort requested")
+    return " · ".join(parts) + " — run `tiny-agent resume` to finish it"
+
+
+# -- audit ------------------------------------------------------------------------
+
+
+def audit_lines(report: AuditReport) -> Iterator[str]:
+    """The audit for people: each attempt, the dropped fields, totals, tools, and the verdict."""
+    yield f"audit of {report.path} (session {report.session}, v{report.version}, {len(report.attempts)} model attempts)"
+    for attempt in report.attempts:
+        yield ""
+        yield from _attempt_lines(attempt)
+    if report.dropped:
+        yield ""
+        yield "fields the seam dropped (kept only in the raw responses)"
+        width = max(len(str(count)) for count in report.dropped.values())
+        for path, count in report.dropped.items():
+            yield f"  {count:>{width}}×  {path}"
+    if report.compactions:
+        yield ""
+        yield "compactions (tokens estimated at four characters each)"
+        for item in report.compactions:
+            yield (
+                f"  line {item.line}  {item.messagesBefore} messages (~{item.tokensBefore:,} tokens) → "
+                f"{item.messagesAfter} (~{item.tokensAfter:,}): a summary of {item.summaryChars:,} characters "
+                f"and {item.messagesAfter - 1} kept"
+            )
+    yield ""
+    yield "totals"
+    yield f"  usage      {usage_summary(report.usage)}"
+    yield f"  cost       {_money(report.cost)} (as the provider reported it)"
+    if report.models:
+        yield "  per model"
+        models: list[list[str]] = [["model", "attempts", "input", "output", "cacheRead", "cacheWrite", "cost"]]
+        for name, totals in report.models.items():
+            usage = totals.usage
+            counters = [f"{usage.input:,}", f"{usage.output:,}", f"{usage.cacheRead:,}", f"{usage.cacheWrite:,}"]
+            models.append([name, str(totals.attempts), *counters, _money(totals.cost or None)])
+        yield from _table(models, indent="    ")
+    if report.tools:
+        yield ""
+        yield "tools"
+        tools: list[list[str]] = [["tool", "call", "replay", "outcome"]]
+        for tool in report.tools:
+            replay = f"{tool.replay} ({tool.replayKey})" if tool.replay else "not executed"
+            tools.append([tool.toolName, tool.toolCallId, replay, tool.outcome])
+        yield from _table(tools, indent="  ")
+    yield ""
+    drifted = [attempt.number for attempt in report.attempts if attempt.drift]
+    if drifted:
+        numbers = ", ".join(str(number) for number in drifted)
+        yield (
+            f"verdict: DRIFT in attempt(s) {numbers}: the journal's canonical entries differ from what "
+            "today's seam makes of the stored responses"
+        )
+    else:
+        yield "verdict: no drift — every stored response normalizes today to exactly what the journal kept"
+
+
+def _attempt_lines(attempt: AttemptAudit) -> Iterator[str]:
+    retry = f" (retry {attempt.attempt - 1})" if attempt.attempt > 1 else ""
+    yield f"attempt {attempt.number}{retry} · step {attempt.stepId} · model {attempt.model}"
+    response = attempt.response
+    if response is not None:
+        ident = response.responseId or "(no id)"
+        finish = response.finishReason if response.finishReason is not None else "(none)"
+        yield (
+            f"  response  {ident} · HTTP {response.status} · {response.contentType or 'no content type'} · "
+            f"{response.bytes:,} bytes · line {response.line}"
+        )
+        adapters = f" · adapters {', '.join(response.adapters)}" if response.adapters else ""
+        yield f"  api       {response.api}{adapters}"
+        stream = response.stream
+        if stream is not None:
+            carried = f"; not carried: {', '.join(stream.not_carried[:6])}" if stream.not_carried else ""
+            yield f"  stream    {stream.events} events · {stream.bytes:,} bytes reassembled into one body{carried}"
+        for change in response.adapted:
+            yield f"  adapted   {change}"
+        if response.redactions:
+            yield f"  redacted  {response.redactions} secret occurrence(s) replaced by [REDACTED] before the body was journaled"
+        if response.incomplete:
+            yield f"  ended     early: {response.incomplete}"
+        yield f"  seam      finish_reason {finish} → {response.seam}"
+        if response.derivation:
+            cost = f" · cost {_money(response.cost)}" if response.cost is not None else ""
+            yield f"  usage     {response.derivation}{cost}"
+        if response.dropped:
+            yield f"  dropped   {', '.join(response.dropped)}"
+    outcome = attempt.settled if attempt.stopReason is None else f"{attempt.settled} ({attempt.stopReason})"
+    if attempt.failure:
+        outcome += f": {attempt.failure}"
+    yield f"  journal   {outcome}"
+    yield f"  request   {attempt.requestMessages} messages after the system prompt · {attempt.requestDigest}"
+    for note in attempt.notes:
+        yield f"  note      {note}"
+    for difference in attempt.drift:
+        yield f"  DRIFT     {difference}"
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.6f}"
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str) -> Iterator[str]:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        yield indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+
+
+# -- sessions -------------------------------------------------------------------------
+
+
+def sessions_table(rows: list[Listed], *, show_cwd: bool = False) -> Iterator[str]:
+    """``tiny-agent sessions`` for people: one line per session, newest first."""
+    head = ["handle", "created (UTC)", "model", "status", "runs", "tokens", "first prompt"]
+    # A lineage column only when some session was forked or upgraded: most stores have none.
+    show_lineage = any(row.lineage for row in rows)
+    table: list[list[str]] = [[*head[:2], "directory", *head[2:]] if show_cwd else list(head)]
+    if show_lineage:
+        table[0].append("lineage")
+    for row in rows:
+        created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
+        prompt = _clip((row.prompt or row.error or "").replace("\n", " "), 48)
+        cells = [row.handle or row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt]
+        if show_cwd:
+            cells.insert(2, _clip(row.cwd or "?", 32))
+        if show_lineage:
+            cells.append(_clip(row.lineage or "", 48))
+        table.append(cells)
+    yield from _table(table, indent="")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def providers_table(rows: list[ProfileListing]) -> Iterator[str]:
+    """``tiny-agent providers``: each profile, its API and base URL, and whether its key is set."""
+    table: list[list[str]] = [["provider", "api", "base URL", "key variable", "key"]]
+    for row in rows:
+        key = "set" if row.key_present else ("not needed" if row.key_variable is None else "not set")
+        table.append([row.name, row.api, row.base_url or "(give --base-url)", row.key_variable or "-", key])
+    yield from _table(table, indent="")

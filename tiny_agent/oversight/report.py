@@ -1,0 +1,253 @@
+"""``tiny-agent report``: usage across sessions, per day, model or session, from the sessions index.
+
+Tokens, cache hit rate, cost where the user's config has prices (never
+guessed: a row with unpriced tokens says its cost is partial and which models
+lack a price), attempts, and runs by outcome.  The figures come from the
+index's per-session buckets (usage per UTC day and model, runs by outcome),
+so a report over thousands of sessions reads no journal that the index can
+vouch for.
+
+Pure: entries in, figures and lines out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal
+
+import msgspec
+
+from tiny_agent.errors import UsageError
+from tiny_agent.journal.transcript import Usage
+from tiny_agent.oversight.cost import Cost, money, price, unpriced
+from tiny_agent.providers.userconfig import ModelSettings
+
+if TYPE_CHECKING:  # types only: the report never reads the index itself
+    from tiny_agent.stores.catalog import Bucket, ReportEntry
+
+Grouping = Literal["day", "model", "session"]
+
+_DAY: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class Runs(msgspec.Struct):
+    completed: int = 0
+    failed: int = 0
+    aborted: int = 0
+    open: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.completed + self.failed + self.aborted + self.open
+
+
+class Row(msgspec.Struct):
+    key: str
+    """The day (``YYYY-MM-DD``), the model, or the session id."""
+    label: str
+    sessions: int = 0
+    attempts: int = 0
+    runs: Runs = msgspec.field(default_factory=Runs)
+    input: int = 0
+    output: int = 0
+    cacheRead: int = 0
+    cacheWrite: int = 0
+    cacheHitRate: float | None = None
+    cost: float | None = None
+    """USD, when every token of the row has a price."""
+    pricedCost: float = 0.0
+    """USD of the tokens that have a price (equals ``cost`` when it is known)."""
+    unpriced: str = ""
+    """``model (component, ...)`` for tokens without a price; empty when the cost is whole."""
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(input=self.input, output=self.output, cacheRead=self.cacheRead, cacheWrite=self.cacheWrite)
+
+    @property
+    def tokens(self) -> int:
+        return self.input + self.output + self.cacheRead + self.cacheWrite
+
+
+class Report(msgspec.Struct):
+    by: Grouping
+    since: str | None
+    scope: str
+    """The directory whose sessions are counted, or ``all``."""
+    sessions: int
+    rows: list[Row]
+    total: Row
+    skipped: list[str] = msgspec.field(default_factory=list)
+    """Sessions left out, one line each (corrupt or unreadable)."""
+
+
+def parse_day(text: str) -> str:
+    """A ``--since`` value: ``YYYY-MM-DD``, a real date."""
+    import datetime
+
+    if not _DAY.fullmatch(text):
+        raise UsageError(f"--since {text!r}: give a UTC day as YYYY-MM-DD")
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since {text!r}: not a date") from None
+    return text
+
+
+def build_report(
+    entries: Sequence[ReportEntry],
+    *,
+    by: Grouping,
+    since: str | None,
+    prices: Mapping[str, ModelSettings],
+    cwd: str | None,
+) -> Report:
+    groups: dict[str, _Group] = {}
+    total = _Group(Row(key="total", label="total"))
+    skipped: list[str] = []
+    counted = 0
+    for entry in entries:
+        summary = entry.summary
+        if summary.status in ("corrupt", "unreadable"):
+            skipped.append(f"{entry.handle or summary.session}: {summary.status}: {summary.error or ''}".rstrip(": "))
+            continue
+        buckets = [bucket for bucket in summary.buckets if since is None or bucket.day >= since]
+        if not buckets:
+            continue
+        counted += 1
+        for key, label in _keys(by, entry, buckets):
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group(Row(key=key, label=label))
+            group.add(entry.summary.session, [bucket for bucket in buckets if _key_of(by, entry, bucket) == key], prices)
+        total.add(entry.summary.session, buckets, prices)
+    rows = [group.finish() for group in groups.values()]
+    return Report(
+        by=by,
+        since=since,
+        scope="all" if cwd is None else cwd,
+        sessions=counted,
+        rows=_ordered(rows, by, entries),
+        total=total.finish(),
+        skipped=skipped,
+    )
+
+
+def _key_of(by: Grouping, entry: ReportEntry, bucket: Bucket) -> str:
+    if by == "day":
+        return bucket.day
+    if by == "model":
+        return bucket.model
+    return entry.summary.session
+
+
+def _keys(by: Grouping, entry: ReportEntry, buckets: list[Bucket]) -> Iterator[tuple[str, str]]:
+    if by == "session":
+        summary = entry.summary
+        yield summary.session, f"{entry.handle or summary.session[:13]} · {summary.model or '?'}"
+        return
+    for key in dict.fromkeys(_key_of(by, entry, bucket) for bucket in buckets):
+        yield key, key
+
+
+class _Group:
+    """A row being summed: its buckets' counters, its sessions, its cost."""
+
+    def __init__(self, row: Row) -> None:
+        self.row = row
+        self.sessions: set[str] = set()
+        self.cost = Cost()
+
+    def add(self, session: str, buckets: list[Bucket], prices: Mapping[str, ModelSettings]) -> None:
+        row = self.row
+        self.sessions.add(session)
+        for bucket in buckets:
+            row.attempts += bucket.attempts
+            row.input += bucket.input
+            row.output += bucket.output
+            row.cacheRead += bucket.cacheRead
+            row.cacheWrite += bucket.cacheWrite
+            row.runs.completed += bucket.completed
+            row.runs.failed += bucket.failed
+            row.runs.aborted += bucket.aborted
+            row.runs.open += bucket.open
+            usage = Usage(input=bucket.input, output=bucket.output, cacheRead=bucket.cacheRead, cacheWrite=bucket.cacheWrite)
+            self.cost = self.cost + price(usage, bucket.model, prices)
+
+    def finish(self) -> Row:
+        row = self.row
+        row.sessions = len(self.sessions)
+        row.cacheHitRate = row.usage.cache_hit_rate
+        row.pricedCost = self.cost.amount
+        row.cost = self.cost.amount if self.cost.known else None
+        row.unpriced = unpriced(self.cost)
+        return row
+
+
+def _ordered(rows: list[Row], by: Grouping, entries: Sequence[ReportEntry]) -> list[Row]:
+    if by == "day":
+        return sorted(rows, key=lambda row: row.key)
+    if by == "model":
+        return sorted(rows, key=lambda row: (-row.tokens, row.key))
+    newest_first = {entry.summary.session: position for position, entry in enumerate(entries)}
+    return sorted(rows, key=lambda row: newest_first.get(row.key, 0))
+
+
+# -- the terminal table -------------------------------------------------------------------
+
+HEAD: Final = ["", "sessions", "runs", "completed", "failed", "aborted", "open", "attempts", "input", "output"]
+HEAD_REST: Final = ["cache read", "cache write", "hit rate", "cost"]
+
+
+def row_cost(row: Row) -> str:
+    return money(Cost(amount=row.pricedCost, missing=(row.unpriced,) if row.unpriced else ()))
+
+
+def report_lines(report: Report, store_label: str) -> Iterator[str]:
+    scope = "every directory" if report.scope == "all" else f"sessions made in {report.scope}"
+    since = f" since {report.since}" if report.since else ""
+    yield f"usage by {report.by}: {report.sessions:,} sessions ({scope}{since}) in {store_label}"
+    if not report.rows:
+        hint = "" if report.scope == "all" else " (--all counts every directory's)"
+        yield f"no usage to report{hint}"
+        yield from _skipped(report)
+        return
+    head = [report.by, *HEAD[1:], *HEAD_REST]
+    table = [head, *(_cells(row) for row in report.rows), _cells(report.total)]
+    widths = [max(len(line[column]) for line in table) for column in range(len(head))]
+    for index, line in enumerate(table):
+        if index == len(table) - 1:
+            yield "  ".join("-" * width for width in widths)
+        cells = [line[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in zip(line[1:], widths[1:], strict=True))]
+        yield "  ".join(cells).rstrip()
+    partial = [row for row in report.rows if row.unpriced]
+    if partial or report.total.unpriced:
+        yield ""
+        missing = report.total.unpriced
+        yield f"no price for {missing}: their tokens are not in the cost (add [models.\"NAME\"] prices to the config)"
+    yield from _skipped(report)
+
+
+def _cells(row: Row) -> list[str]:
+    rate = "n/a" if row.cacheHitRate is None else f"{row.cacheHitRate:.1%}"
+    runs = row.runs
+    counts = [runs.total, runs.completed, runs.failed, runs.aborted, runs.open, row.attempts, row.input, row.output]
+    label = row.label if len(row.label) <= 40 else row.label[:39] + "…"
+    return [
+        label,
+        f"{row.sessions:,}",
+        *(f"{count:,}" for count in counts),
+        f"{row.cacheRead:,}",
+        f"{row.cacheWrite:,}",
+        rate,
+        row_cost(row),
+    ]
+
+
+def _skipped(report: Report) -> Iterator[str]:
+    if report.skipped:
+        yield ""
+        yield f"left out: {len(report.skipped)} session(s) that could not be read"
+        for line in report.skipped[:20]:
+            yield f"  {line}"

@@ -1,0 +1,181 @@
+"""A resolved endpoint: the profile, base URL, model and key a session talks to, and its routing identity.
+
+The key is held privately: it is in no repr or str, and only
+:meth:`Endpoint.auth_header` hands it out, as the one header that carries it.
+
+Pure.  No I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import msgspec
+
+from tiny_agent.errors import ConfigError
+from tiny_agent.journal.redact import Secrets, collect_secrets
+from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem, is_loopback, safe_base_url
+from tiny_agent.wire.chat.adapters import Api, adapter_identity
+
+if TYPE_CHECKING:
+    from tiny_agent.providers.profiles import Profile
+
+
+class Endpoint:
+    """Where requests go and with which key: the resolved profile, base URL, model and headers.
+
+    The key is held privately: it is in no repr or str, and only
+    :meth:`auth_header` hands it out, as the one header that carries it.
+    ``base_url`` is the safe form (no credentials, no secret query values);
+    :meth:`url` builds the URL to request, credentials and query included.
+    """
+
+    __slots__ = ("profile", "model", "key_source", "chosen_by", "_request_base", "_key", "_key_problem")
+
+    def __init__(
+        self,
+        profile: Profile,
+        base_url: str,
+        model: str,
+        *,
+        key: str | None = None,
+        key_source: str | None = None,
+        key_problem: str | None = None,
+        chosen_by: str = "",
+    ) -> None:
+        self.profile = profile
+        self.model = model
+        self.key_source = key_source
+        """The environment variable the key came from, or None when no key is sent."""
+        self.chosen_by = chosen_by
+        """How the profile was chosen: ``--provider``, ``OPENROUTER_API_KEY``, the config file, ..."""
+        self._request_base = base_url.rstrip("/")
+        self._key = key
+        self._key_problem = key_problem
+
+    # -- what the snapshot and the session header hold (no secrets) --
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def api(self) -> Api:
+        return self.profile.api
+
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        return self.profile.adapters
+
+    @property
+    def base_url(self) -> str:
+        return safe_base_url(self._request_base)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self._request_base).hostname or ""
+
+    @property
+    def is_local(self) -> bool:
+        return is_loopback(self.host)
+
+    @property
+    def routing_identity(self) -> str:
+        """``openrouter@https://openrouter.ai/api/v1#openai/gpt-4o-mini``: profile, safe base URL, model."""
+        return routing_identity(self.profile.name, self._request_base, self.model)
+
+    @property
+    def adapter_identity(self) -> str:
+        """``chat-completions:v1``, ``chat-completions:v1+empty-tool-calls-is-none@1``, ``anthropic-messages:v1``..."""
+        return adapter_identity(self.profile.api, self.profile.adapters)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Extra non-secret headers for every request (``anthropic-version``, ``X-Title``)."""
+        return dict(self.profile.headers)
+
+    # -- what the HTTP client needs --
+
+    def url(self, path: str) -> str:
+        """``{base URL}/{path}``, keeping the base URL's query (Azure's ``api-version``) after the path."""
+        parts = urlsplit(self._request_base)
+        joined = parts.path.rstrip("/") + "/" + path.lstrip("/")
+        return parts._replace(path=joined).geturl()
+
+    @property
+    def has_key(self) -> bool:
+        return self._key is not None
+
+    def require_key(self) -> None:
+        """Raise the ``ConfigError`` that says which variable to set, if this endpoint cannot get a key."""
+        if self._key_problem is not None:
+            raise ConfigError(self._key_problem)
+
+    def auth_header(self) -> tuple[str, str] | None:
+        """The one header that carries the key (``Authorization``, ``x-api-key`` or ``api-key``), or None."""
+        self.require_key()
+        if self._key is None:
+            return None
+        style = self.profile.key_style
+        if style == "bearer":
+            return ("Authorization", f"Bearer {self._key}")
+        return (style, self._key)
+
+    def secrets(self) -> Secrets:
+        """What must never be journaled or printed: the key, its header value, the base URL's credentials."""
+        return collect_secrets(api_key=self._key, base_url=self._request_base)
+
+    def request_headers(self) -> dict[str, str]:
+        """The extra headers plus the key's header: everything profile-specific a request carries."""
+        headers = self.headers
+        auth = self.auth_header()
+        if auth is not None:
+            headers[auth[0]] = auth[1]
+        return headers
+
+    def __repr__(self) -> str:
+        key = f"from {self.key_source}" if self._key is not None else "none"
+        return f"Endpoint(profile={self.profile.name!r}, base_url={self.base_url!r}, model={self.model!r}, key=<{key}>)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickling would write the key wherever the pickle goes.
+        raise TypeError("an Endpoint holds an API key and cannot be serialised")
+
+
+# -- routing identity ------------------------------------------------------------------
+
+
+class RoutingTarget(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a routing identity written by this code says: profile, safe base URL, model."""
+
+    profile: str
+    base_url: str
+    model: str
+
+
+def routing_identity(profile_name: str, base_url: str, model: str) -> str:
+    """``NAME@SAFE_BASE_URL#MODEL``; the safe base URL has no ``#``, so the model may hold anything."""
+    return f"{profile_name}@{safe_base_url(base_url)}#{model}"
+
+
+def parse_routing_identity(identity: str) -> RoutingTarget | None:
+    """Profile, base URL and model back from an identity this code wrote; None for anything else.
+
+    Identities written by older versions (``https://host/v1#model``) have no
+    profile and give None.
+    """
+    name, at, rest = identity.partition("@")
+    if not at or not PROFILE_NAME.fullmatch(name):
+        return None
+    base_url, hash_sign, model = rest.partition("#")
+    if not hash_sign or not model:
+        return None
+    if base_url_problem(base_url) is not None:
+        return None
+    parts = urlsplit(base_url)
+    if "@" in parts.netloc:
+        return None
+    return RoutingTarget(profile=name, base_url=base_url, model=model)

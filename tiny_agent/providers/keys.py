@@ -1,0 +1,186 @@
+"""Where a key may go, and what of a base URL may be shown: the rules that keep a key on its own host.
+
+- A profile's own key variable is sent only to that profile's own hosts, over https.
+- ``TINY_AGENT_API_KEY`` is the explicit key for whatever base URL is in use.
+- Loopback URLs need no key, and get none unless ``TINY_AGENT_API_KEY`` is set.
+- Credentials written into a base URL, and secret-looking query values, are never shown or journaled.
+
+Pure: the environment is a mapping passed in.  No I/O.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
+
+from tiny_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tiny_agent.providers.profiles import Profile
+
+EXPLICIT_KEY_ENV: Final = "TINY_AGENT_API_KEY"
+PROFILE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+"""A profile's name: what routing identities and the config file may hold."""
+
+
+_SECRET_PARAMETER: Final = re.compile(r"key|token|secret|sig|pass|pwd|auth|credential|code|session", re.IGNORECASE)
+REDACTED: Final = "redacted"
+"""What a secret-looking query value is shown as in a safe base URL."""
+_ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "git", "socks5", "grpc"))
+
+
+def check_base_url(url: str, origin: str) -> SplitResult:
+    """An http(s) URL with a host, no fragment, no whitespace; the error never echoes the URL."""
+    problem = base_url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"the base URL from {origin} {problem}")
+    return urlsplit(url)
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with a base URL (``has no host``), without echoing it; None when nothing is."""
+    if any(character.isspace() or ord(character) < 0x20 or ord(character) == 0x7F for character in url):
+        return "contains whitespace or control characters"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a well-formed URL (an unclosed [ in an IPv6 host?)"
+    if parts.scheme not in ("http", "https"):
+        # Echo only schemes that cannot be a misplaced secret.
+        if parts.scheme in _ECHOED_SCHEMES:
+            return f"has scheme {parts.scheme!r} (expected http or https)"
+        return "is not an http(s) URL"
+    if not parts.hostname:
+        return "has no host"
+    try:
+        _ = parts.port  # urlsplit checks the port only when asked for it
+    except ValueError:
+        return "has a bad port"
+    if parts.fragment or url.endswith("#"):
+        return "has a #fragment, which a base URL cannot use"
+    return None
+
+
+def safe_base_url(url: str) -> str:
+    """The base URL without credentials or secret-looking query values: what may be shown and journaled.
+
+    Scheme and host are lower-cased and a trailing ``/`` dropped, so that the
+    same endpoint always reads the same.
+    """
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2].lower()
+    path = parts.path.rstrip("/")
+    query = _safe_query(parts.query)
+    return f"{parts.scheme.lower()}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+def _safe_query(query: str) -> str:
+    if not query:
+        return ""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    shown = [(name, REDACTED if _secret_looking(name, value) else value) for name, value in pairs]
+    return "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in shown)
+
+
+def _secret_looking(name: str, value: str) -> bool:
+    if _SECRET_PARAMETER.search(name):
+        return True
+    # A long mix of letters and digits under an innocent name (?x=sk-abc123…) is treated as a key too.
+    return len(value) >= 16 and any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 and ``::1``: this machine, where no key is needed."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def may_receive_key(profile: Profile, scheme: str, host: str) -> bool:
+    """Whether ``profile``'s own key may be sent to ``scheme://host``."""
+    return any(_destination_matches(pattern, scheme, host) for pattern in profile.key_destinations)
+
+
+def _destination_matches(pattern: str, scheme: str, host: str) -> bool:
+    wanted_scheme, _, wanted_host = pattern.partition("://")
+    if scheme != wanted_scheme:
+        return False
+    if wanted_host.startswith("*."):
+        suffix = wanted_host[1:]
+        return host.endswith(suffix) and len(host) > len(suffix)
+    return host == wanted_host
+
+
+# -- keys ------------------------------------------------------------------------------
+
+
+class KeyChoice:
+    """Which key goes to the endpoint: the value, its variable, or why there is none.
+
+    A plain class, not a Struct: it holds a key, so it must not be encodable
+    and its repr must not show the value.
+    """
+
+    __slots__ = ("value", "source", "problem")
+
+    def __init__(self, value: str | None = None, source: str | None = None, problem: str | None = None) -> None:
+        self.value = value
+        self.source = source
+        self.problem = problem
+        """Set when the endpoint needs a key that may not, or cannot, be sent."""
+
+    def __repr__(self) -> str:
+        return f"KeyChoice(source={self.source!r}, problem={self.problem!r})"
+
+    __str__ = __repr__
+
+
+def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> KeyChoice:
+    """Apply the key rules to one (profile, base URL, environment); never reads anything else."""
+    parts = urlsplit(base_url)
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    explicit = _environment_key(environ, EXPLICIT_KEY_ENV)
+    if explicit is not None:
+        return explicit
+    if is_loopback(host):
+        return KeyChoice()
+    own = _environment_key(environ, profile.key_variable) if profile.key_variable else None
+    if profile.key_variable and may_receive_key(profile, scheme, host):
+        if own is None:
+            return KeyChoice(problem=f"no API key for {host}: set {profile.key_variable} (or {EXPLICIT_KEY_ENV})")
+        return own
+    if own is not None and own.problem is None:
+        where = ", ".join(profile.key_destinations)
+        return KeyChoice(
+            problem=(
+                f"{profile.key_variable} is only ever sent to {where}, not to {scheme}://{host}: "
+                f"set {EXPLICIT_KEY_ENV} to send a key there"
+            )
+        )
+    return KeyChoice(problem=f"no API key may be sent to {host}: set {EXPLICIT_KEY_ENV} (any value if the server needs none)")
+
+
+def _environment_key(environ: Mapping[str, str], variable: str | None) -> KeyChoice | None:
+    """The key in ``variable``, trimmed; None when unset or blank; a problem when no header can carry it."""
+    if variable is None:
+        return None
+    value = environ.get(variable, "").strip()
+    if not value:
+        return None
+    if not all(0x20 <= ord(character) < 0x7F for character in value):
+        return KeyChoice(problem=f"{variable} holds a character an HTTP header cannot carry")
+    return KeyChoice(value=value, source=variable)
+
+
+def key_is_set(environ: Mapping[str, str], variable: str | None) -> bool:
+    return variable is not None and bool(environ.get(variable, "").strip())
+
+
+# -- the endpoint --------------------------------------------------------------------

@@ -1,0 +1,274 @@
+"""Choosing the endpoint of an invocation: flags, environment, the user's config, the session's record.
+
+:func:`select_endpoint` turns the command line, the environment and the
+user's config file into one :class:`~tiny_agent.providers.endpoint.Endpoint`.
+Keys go only where they belong (see docs/provider.md, "Keys"):
+
+- a profile's own key variable is sent only to that profile's own hosts, and
+  only over https;
+- ``TINY_AGENT_API_KEY`` is the user's explicit key for whatever base URL is
+  in use;
+- a loopback URL needs no key and gets none unless ``TINY_AGENT_API_KEY`` is set;
+- any other remote URL with no key that may go there is a ``ConfigError``
+  that names the variable to set.
+
+Pure: the environment is a mapping passed in, the config file is read by
+:mod:`tiny_agent.providers.userconfig`.  No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from tiny_agent.errors import ConfigError
+from tiny_agent.providers.endpoint import Endpoint, RoutingTarget
+from tiny_agent.providers.keys import (
+    EXPLICIT_KEY_ENV,
+    REDACTED,
+    check_base_url,
+    choose_key,
+    key_is_set,
+    safe_base_url,
+)
+from tiny_agent.providers.profiles import (
+    API_HEADERS,
+    BASE_URL_ENV,
+    BUILTIN_PROFILES,
+    CUSTOM,
+    DEFAULT_MAX_TOKENS,
+    MODEL_ENV,
+    PROVIDER_ENV,
+    KeyStyle,
+    Profile,
+    ProfileOrigin,
+    default_key_style,
+)
+from tiny_agent.wire.chat.adapters import Api
+
+if TYPE_CHECKING:
+    from tiny_agent.providers.userconfig import UserConfig
+
+# -- selection -------------------------------------------------------------------------
+
+
+class Requested(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What this invocation's flags ask for; None when a flag was not given."""
+
+    provider: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api: Api | None = None
+    """Only for ``custom`` (whose API the user chooses); any other profile fixes its own."""
+
+
+def profile_table(config: UserConfig | None = None) -> dict[str, Profile]:
+    """Every profile by name: the built-ins, then the config file's (which may not reuse a built-in name)."""
+    table = {profile.name: profile for profile in BUILTIN_PROFILES}
+    if config is None:
+        return table
+    for profile in config.profiles:
+        if profile.name in table:
+            raise ConfigError(f"config file {config.source}: providers.{profile.name}: {profile.name!r} is a built-in provider")
+        table[profile.name] = profile
+    return table
+
+
+def select_endpoint(
+    requested: Requested,
+    environ: Mapping[str, str],
+    config: UserConfig | None = None,
+    *,
+    recorded: RoutingTarget | None = None,
+    require_key: bool = True,
+) -> Endpoint:
+    """Choose the profile, base URL, model and key; pure over its arguments.
+
+    The provider: ``--provider`` / ``TINY_AGENT_PROVIDER``; else ``custom`` when
+    a base URL is given (``--base-url`` / ``TINY_AGENT_BASE_URL``); else the
+    session's own (``recorded``, from its routing identity, for ``resume``);
+    else the config file's ``provider``; else the one provider whose own key
+    variable is set.  ``require_key=False`` defers the key check to
+    :meth:`Endpoint.require_key` (``resume --dry-run`` asks no model).
+    """
+    table = profile_table(config)
+    name, chosen_by = _choose_profile_name(requested, environ, config, recorded, table)
+    profile = _resolve_profile(table[name], requested, config)
+    base_url, url_origin = _choose_base_url(profile, requested, environ, config, recorded)
+    check_base_url(base_url, url_origin)
+    model = _choose_model(profile, requested, environ, config, recorded)
+    key = choose_key(profile, base_url, environ)
+    endpoint = Endpoint(
+        profile, base_url, model, key=key.value, key_source=key.source, key_problem=key.problem, chosen_by=chosen_by
+    )
+    if require_key:
+        endpoint.require_key()
+    return endpoint
+
+
+def _choose_profile_name(
+    requested: Requested,
+    environ: Mapping[str, str],
+    config: UserConfig | None,
+    recorded: RoutingTarget | None,
+    table: Mapping[str, Profile],
+) -> tuple[str, str]:
+    named = _first_given((requested.provider, "--provider"), (environ.get(PROVIDER_ENV), PROVIDER_ENV))
+    if named is not None:
+        return _known(named[0], named[1], table), named[1]
+    url_given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
+    if url_given is not None:
+        return CUSTOM, url_given[1]
+    if recorded is not None:
+        return _known(recorded.profile, "the session's routing identity", table), "the session"
+    if config is not None and config.provider is not None:
+        return _known(config.provider, f"config file {config.source}", table), f"config file {config.source}"
+    if config is not None and config.base_url is not None:
+        return CUSTOM, f"config file {config.source}"
+    return _profile_by_key(environ, table)
+
+
+def _first_given(*candidates: tuple[str | None, str]) -> tuple[str, str] | None:
+    """The first (value, origin) whose value is set and not blank."""
+    for value, origin in candidates:
+        if value is not None and value.strip():
+            return value.strip(), origin
+    return None
+
+
+def _known(name: str, origin: str, table: Mapping[str, Profile]) -> str:
+    if name not in table:
+        raise ConfigError(f"unknown provider {name!r} (from {origin}); choices: {', '.join(table)}")
+    return name
+
+
+def _profile_by_key(environ: Mapping[str, str], table: Mapping[str, Profile]) -> tuple[str, str]:
+    """The one profile whose own key variable is set (the first profile per variable counts)."""
+    by_variable: dict[str, str] = {}
+    for profile in table.values():
+        if profile.key_variable is not None and profile.key_variable not in by_variable:
+            by_variable[profile.key_variable] = profile.name
+    present = [(variable, name) for variable, name in by_variable.items() if key_is_set(environ, variable)]
+    how = f'pick one with --provider NAME, {PROVIDER_ENV}=NAME or provider = "NAME" in the config file'
+    if len(present) == 1:
+        variable, name = present[0]
+        return name, variable
+    if present:
+        found = ", ".join(f"{variable} ({name})" for variable, name in present)
+        raise ConfigError(f"several provider keys are set: {found}; {how} (choices: {', '.join(name for _, name in present)})")
+    explicit = f" ({EXPLICIT_KEY_ENV} is set but names no provider; add --provider or --base-url)"
+    hint = explicit if key_is_set(environ, EXPLICIT_KEY_ENV) else ""
+    raise ConfigError(f"no provider chosen and no provider key set{hint}; {how} (choices: {', '.join(table)})")
+
+
+def _resolve_profile(profile: Profile, requested: Requested, config: UserConfig | None) -> Profile:
+    """The profile as used: ``custom`` takes its API and adapters from the flags and the config file."""
+    if profile.name != CUSTOM:
+        if requested.api is not None and requested.api != profile.api:
+            raise ConfigError(f"provider {profile.name} speaks the {profile.api} API; --api applies to custom only")
+        return profile
+    if config is None:
+        return _custom_speaking(profile, requested.api or "chat", ())
+    api = requested.api or config.custom_api
+    if config.custom_adapters and api != "chat":
+        raise ConfigError(f"config file {config.source}: custom.adapters apply to the chat API only, not to {api}")
+    return _custom_speaking(profile, api, config.custom_adapters)
+
+
+def _custom_speaking(profile: Profile, api: Api, adapters: tuple[str, ...]) -> Profile:
+    """``custom`` with the API the user chose: that API's key header, required headers and defaults."""
+    return msgspec.structs.replace(
+        profile,
+        api=api,
+        adapters=adapters,
+        key_style=default_key_style(api),
+        headers=API_HEADERS.get(api, ()),
+        max_tokens=DEFAULT_MAX_TOKENS.get(api),
+    )
+
+
+def _config_base_url_applies(config: UserConfig, profile: Profile) -> bool:
+    """The config file's base_url goes with its own provider, or with custom when it names none."""
+    return config.provider == profile.name or (config.provider is None and profile.name == CUSTOM)
+
+
+def _config_model_applies(config: UserConfig, profile: Profile) -> bool:
+    """The config file's model goes with its own provider, or with any when it names none."""
+    return config.provider is None or config.provider == profile.name
+
+
+def _choose_base_url(
+    profile: Profile,
+    requested: Requested,
+    environ: Mapping[str, str],
+    config: UserConfig | None,
+    recorded: RoutingTarget | None,
+) -> tuple[str, str]:
+    given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
+    if given is not None:
+        return given
+    if recorded is not None and recorded.profile == profile.name:
+        if f"={REDACTED}" in recorded.base_url:
+            # The journal kept the URL without its secret; it cannot be requested as recorded.
+            raise ConfigError(f"the session's base URL had a secret that was not recorded: pass --base-url or set {BASE_URL_ENV}")
+        return recorded.base_url, "the session's routing identity"
+    if config is not None and config.base_url is not None and _config_base_url_applies(config, profile):
+        return config.base_url, f"config file {config.source}"
+    if profile.base_url is not None:
+        return profile.base_url, f"provider {profile.name}"
+    example = f" (for example {profile.base_url_hint})" if profile.base_url_hint else ""
+    raise ConfigError(f"provider {profile.name} needs a base URL: pass --base-url or set {BASE_URL_ENV}{example}")
+
+
+def _choose_model(
+    profile: Profile,
+    requested: Requested,
+    environ: Mapping[str, str],
+    config: UserConfig | None,
+    recorded: RoutingTarget | None,
+) -> str:
+    given = _first_given((requested.model, "--model"), (environ.get(MODEL_ENV), MODEL_ENV))
+    if given is not None:
+        return given[0]
+    if recorded is not None:
+        return recorded.model
+    if config is not None and config.model is not None and _config_model_applies(config, profile):
+        return config.model
+    raise ConfigError(f"no model for {profile.name}: pass --model or set {MODEL_ENV}")
+
+
+# -- tiny-agent providers ------------------------------------------------------------------
+
+
+class ProfileListing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One row of ``tiny-agent providers``: never the key, only whether it is set."""
+
+    name: str
+    api: Api
+    base_url: str | None
+    key_variable: str | None
+    key_present: bool
+    key_style: KeyStyle
+    adapters: tuple[str, ...]
+    streaming: bool
+    origin: ProfileOrigin
+
+
+def list_profiles(environ: Mapping[str, str], config: UserConfig | None = None) -> list[ProfileListing]:
+    """Every profile, built-ins first, with whether its own key variable is set."""
+    return [
+        ProfileListing(
+            name=profile.name,
+            api=profile.api,
+            base_url=safe_base_url(profile.base_url) if profile.base_url else None,
+            key_variable=profile.key_variable,
+            key_present=key_is_set(environ, profile.key_variable),
+            key_style=profile.key_style,
+            adapters=profile.adapters,
+            streaming=profile.streaming,
+            origin=profile.origin,
+        )
+        for profile in profile_table(config).values()
+    ]

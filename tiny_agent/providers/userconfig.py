@@ -1,0 +1,268 @@
+"""The user's config file: a default provider and model, the user's own providers, per-model facts.
+
+TOML at ``$TINY_AGENT_CONFIG``, else ``$XDG_CONFIG_HOME/tiny-agent/config.toml``,
+else ``~/.config/tiny-agent/config.toml``::
+
+    provider = "openrouter"            # used when no --provider, TINY_AGENT_PROVIDER or --base-url
+    model = "openai/gpt-4o-mini"       # goes with that provider
+    # base_url = "https://..."         # goes with that provider (azure needs one)
+
+    [providers.work]                   # a provider of your own; not a built-in name
+    base_url = "https://llm.example.com/v1"
+    key_variable = "WORK_LLM_KEY"      # sent only to llm.example.com
+    adapters = ["empty-tool-calls-is-none"]
+
+    [custom]                           # what `custom` (any --base-url) speaks
+    api = "chat"
+    adapters = []
+
+    [models."openai/gpt-4o-mini"]      # for context management and cost reports
+    context_window = 128000
+    input = 0.15                       # USD per million tokens
+    output = 0.60
+    cache_read = 0.075
+
+A missing file is an empty config (unless ``TINY_AGENT_CONFIG`` names it: then
+the user meant a file, and its absence is an error).  A bad file is one
+``ConfigError`` line naming the file and the key.  Unknown keys are errors, so
+a typo is never silently ignored.
+
+Reading the file (:func:`load_user_config`) is the only I/O here; parsing
+(:func:`parse_user_config`) is pure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Final, TypeVar
+from urllib.parse import SplitResult, urlsplit
+
+import msgspec
+
+from tiny_agent.errors import ConfigError, os_error
+from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem
+from tiny_agent.providers.profiles import API_HEADERS, BUILTIN_NAMES, DEFAULT_MAX_TOKENS, KeyStyle, Profile, default_key_style
+from tiny_agent.wire.chat.adapters import Api, is_known_adapter
+
+CONFIG_ENV: Final = "TINY_AGENT_CONFIG"
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+Price = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+"""USD per million tokens; the bound keeps out ``inf`` and ``nan``."""
+VariableName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[models."NAME"]``: what the user knows about one model; every member optional."""
+
+    context_window: PositiveInt | None = None
+    input: Price | None = None
+    output: Price | None = None
+    cache_read: Price | None = None
+    cache_write: Price | None = None
+
+
+class _ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[providers.NAME]`` as written."""
+
+    base_url: NonEmpty
+    api: Api = "chat"
+    key_variable: VariableName | None = None
+    key_style: KeyStyle | None = None
+    """Default: ``x-api-key`` for the anthropic API, else ``bearer``."""
+    adapters: tuple[str, ...] = ()
+    streaming: bool = True
+    stream_usage: bool = False
+    max_tokens: PositiveInt | None = None
+
+
+class _CustomTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[custom]`` as written."""
+
+    api: Api = "chat"
+    adapters: tuple[str, ...] = ()
+
+
+class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The whole file as written; tables keyed by user-chosen names are converted one by one,
+    so that an error can name the key (msgspec's own path says ``[...]`` for a dict key)."""
+
+    provider: NonEmpty | None = None
+    model: NonEmpty | None = None
+    base_url: NonEmpty | None = None
+    custom: _CustomTable = _CustomTable()
+    providers: dict[str, Any] = msgspec.field(default_factory=dict)
+    models: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class UserConfig(msgspec.Struct, frozen=True):
+    """The config file, checked: what :func:`tiny_agent.providers.profiles.select_endpoint` and the rest read."""
+
+    source: str = "(no config file)"
+    """The file's path, for messages."""
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    custom_api: Api = "chat"
+    custom_adapters: tuple[str, ...] = ()
+    profiles: tuple[Profile, ...] = ()
+    """The user's own providers, in file order."""
+    models: dict[str, ModelSettings] = msgspec.field(default_factory=dict)
+
+    def model_settings(self, model: str) -> ModelSettings | None:
+        return self.models.get(model)
+
+
+EMPTY: Final = UserConfig()
+
+
+# -- where the file is, and reading it (the only I/O) -------------------------------------
+
+
+def config_path(environ: Mapping[str, str]) -> tuple[Path, bool]:
+    """The config file's path, and whether the user named it explicitly (``TINY_AGENT_CONFIG``)."""
+    explicit = environ.get(CONFIG_ENV, "").strip()
+    if explicit:
+        return Path(explicit), True
+    xdg = environ.get("XDG_CONFIG_HOME", "").strip()
+    # The XDG spec says a relative XDG_CONFIG_HOME is invalid and must be ignored.
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path(environ.get("HOME") or os.path.expanduser("~")) / ".config"
+    return base / "tiny-agent" / "config.toml", False
+
+
+def load_user_config(environ: Mapping[str, str]) -> UserConfig:
+    """Read and check the config file; a missing file (not named explicitly) is an empty config."""
+    path, explicit = config_path(environ)
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        if explicit:
+            raise ConfigError(f"{CONFIG_ENV} names {path}, which does not exist") from None
+        return UserConfig(source=str(path))
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory, not a file") from None
+    except OSError as error:
+        raise os_error(error, f"config file {path}") from None
+    return parse_user_config(data, str(path))
+
+
+# -- parsing (pure) ------------------------------------------------------------------------
+
+
+def parse_user_config(data: bytes, source: str) -> UserConfig:
+    """TOML bytes to a checked :class:`UserConfig`; every problem is one ``ConfigError`` line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config file {source} is not UTF-8 text (byte {error.start})") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {source} is not valid TOML: {error}") from None
+    return decode_user_config(document, source)
+
+
+def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
+    """A decoded TOML document to a checked :class:`UserConfig`."""
+    written = _convert(document, _ConfigFile, source, ())
+    profiles = tuple(_profile(name, table, source) for name, table in written.providers.items())
+    models = {name: _convert(table, ModelSettings, source, ("models", name)) for name, table in written.models.items()}
+    _check_adapters(written.custom.adapters, written.custom.api, source, ("custom", "adapters"))
+    known = BUILTIN_NAMES | {profile.name for profile in profiles}
+    if written.provider is not None and written.provider not in known:
+        choices = ", ".join(sorted(known))
+        raise ConfigError(f"config file {source}: provider: unknown provider {written.provider!r} (choices: {choices})")
+    if written.base_url is not None:
+        _check_base_url(written.base_url, source, ("base_url",))
+    return UserConfig(
+        source=source,
+        provider=written.provider,
+        model=written.model,
+        base_url=written.base_url,
+        custom_api=written.custom.api,
+        custom_adapters=written.custom.adapters,
+        profiles=profiles,
+        models=models,
+    )
+
+
+def _profile(name: str, table: Any, source: str) -> Profile:
+    where = ("providers", name)
+    if name in BUILTIN_NAMES:
+        raise ConfigError(f"config file {source}: {_key(where)}: {name!r} is a built-in provider; choose another name")
+    if not PROFILE_NAME.fullmatch(name):
+        raise ConfigError(
+            f"config file {source}: {_key(where)}: a provider name is lower-case letters, digits, '.', '_' and '-'"
+        )
+    written = _convert(table, _ProfileTable, source, where)
+    parts = _check_base_url(written.base_url, source, (*where, "base_url"))
+    _check_adapters(written.adapters, written.api, source, (*where, "adapters"))
+    # The user paired this key with this base URL: the key goes to that host and scheme, nowhere else.
+    destinations = (f"{parts.scheme}://{parts.hostname}",) if written.key_variable else ()
+    return Profile(
+        name=name,
+        api=written.api,
+        base_url=written.base_url,
+        key_variable=written.key_variable,
+        key_style=written.key_style or default_key_style(written.api),
+        key_destinations=destinations,
+        headers=API_HEADERS.get(written.api, ()),
+        adapters=written.adapters,
+        streaming=written.streaming,
+        stream_usage=written.stream_usage,
+        max_tokens=written.max_tokens or DEFAULT_MAX_TOKENS.get(written.api),
+        origin="config",
+    )
+
+
+def _check_base_url(url: str, source: str, where: tuple[str, ...]) -> SplitResult:
+    problem = base_url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"config file {source}: {_key(where)}: the base URL {problem}")
+    return urlsplit(url)
+
+
+def _check_adapters(names: tuple[str, ...], api: Api, source: str, where: tuple[str, ...]) -> None:
+    for index, name in enumerate(names):
+        if not is_known_adapter(name):
+            raise ConfigError(f"config file {source}: {_key(where)}[{index}]: unknown adapter {name!r}")
+    if names and api != "chat":
+        raise ConfigError(f"config file {source}: {_key(where)}: adapters apply to the chat API only, not to {api}")
+
+
+T = TypeVar("T")
+
+_LOCATED: Final = re.compile(r"(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?")
+_UNKNOWN_FIELD: Final = re.compile(r"Object contains unknown field `(?P<field>.*)`")
+
+
+def _convert(value: Any, kind: type[T], source: str, where: tuple[str, ...]) -> T:
+    """``msgspec.convert`` with strict types; an error names the file and the key, in TOML's dotted form."""
+    try:
+        return msgspec.convert(value, kind, strict=True)
+    except msgspec.ValidationError as error:
+        key, problem = _located(str(error), where)
+        raise ConfigError(f"config file {source}: {key}: {problem}") from None
+
+
+def _located(message: str, where: tuple[str, ...]) -> tuple[str, str]:
+    """msgspec's ``Expected `int`, got `str` - at `$.a.b``` as (``a.b``, ``expected `int`, got `str```)."""
+    match = _LOCATED.fullmatch(message)
+    problem = match["problem"] if match else message
+    inner = (match["path"] or "") if match else ""
+    key = _key(where) + inner if where else inner.lstrip(".")
+    unknown = _UNKNOWN_FIELD.fullmatch(problem)
+    if unknown:
+        key = f"{key}.{_key((unknown['field'],))}" if key else _key((unknown["field"],))
+        problem = "unknown key"
+    return key or "(top level)", problem[:1].lower() + problem[1:]
+
+
+def _key(parts: tuple[str, ...]) -> str:
+    """TOML's dotted key: bare where it can be, quoted where it must (``models."openai/gpt-4o"``)."""
+    return ".".join(part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else msgspec.json.encode(part).decode() for part in parts)

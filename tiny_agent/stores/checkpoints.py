@@ -1,0 +1,493 @@
+"""Checkpoints: the fold of a long journal kept beside it, so that reading it again costs only its new tail.
+
+A checkpoint is the whole fold at a line boundary (:mod:`tiny_agent.fold.snapshot`:
+the reduced state and the fold's bookkeeping), kept for a journal of the
+sessions directory in ``.tiny-agent-checkpoints/<journal name>.checkpoint``
+beside the sessions index (0600, in a 0700 directory, written whole through a
+staging file).  The file is one JSON line, its :class:`CheckpointKey` (padded
+to :data:`KEY_SIZE` bytes, so that it can be written last), then the
+snapshot's frames (MessagePack, each after its length): a reader holds one
+frame's bytes at a time, never the whole snapshot.  The key says which bytes the snapshot folded and by which code:
+
+- ``length`` and ``prefix``: the journal's first ``length`` bytes (whole
+  lines) and their SHA-256;
+- ``chain`` (v3): the seal chain through the last of those lines, which the
+  next line's seal must carry;
+- ``fold``: a digest of the fold's own source (and Python's and msgspec's
+  versions): a checkpoint made by other code is not read;
+- ``body``: the CRC-32 of the frames that follow the key (a checkpoint that
+  rotted on disk must not restore into a wrong state).
+
+A checkpoint is used only when every check passes.  The journal prefix is
+hashed in full every time (in a thread, while the snapshot is decoded): a
+v3 chain that the next line vouches for would be cheaper, but it is only the
+journal's own claim about its prefix, and an edited prefix must be refused
+the way folding it would refuse it.  Any mismatch, and any checkpoint that
+cannot be read or decoded, makes the caller's ``note`` say why (one line)
+and the journal is folded in full: a checkpoint is a cache, never an error.
+
+New checkpoints are written when a fold reads at least ``threshold`` bytes
+(the whole journal, or the tail after a checkpoint), so a checkpoint of a
+big journal is made once and renewed only after the journal has grown by
+that much.  ``verify`` never uses checkpoints; only journals directly in
+the sessions directory have one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import stat
+import sys
+import threading
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from tiny_agent.errors import UsageError
+from tiny_agent.fold.fold import Fold
+from tiny_agent.fold.lines import reduce_chunks
+from tiny_agent.stores.files import CHUNK_SIZE, NotAJournal
+from tiny_agent.stores.journal import collector_paused, fold_file
+
+if TYPE_CHECKING:
+    from tiny_agent.fold.snapshot import SnapshotReader
+    from tiny_agent.journal.state import SessionState
+
+# tiny_agent.fold.snapshot is imported where a checkpoint is read or written: most folds
+# (small journals, no checkpoint yet) need neither, and a command should not pay to load it.
+
+CHECKPOINTS_DIR: Final = ".tiny-agent-checkpoints"
+SUFFIX: Final = ".checkpoint"
+THRESHOLD_ENV: Final = "TINY_AGENT_CHECKPOINT_BYTES"
+DEFAULT_THRESHOLD: Final = 8 << 20
+"""Folds that read less than this (8 MiB) leave no checkpoint: they are fast enough as they are."""
+KEY_SIZE: Final = 1024
+"""The key line's room, LF included (the key is a few hundred bytes, padded with spaces)."""
+FRAME_LIMIT: Final = 1 << 30
+"""A frame is a few MB; a length beyond this is a corrupt file, not an allocation to attempt."""
+SEAL_PROBE: Final = 1 << 20
+"""How far past a v3 checkpoint the next line's end (and its seal) is looked for before hashing the prefix."""
+
+Note = Callable[[str], None]
+
+
+class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
+    """What a checkpoint's snapshot folded, and how to tell that it still applies."""
+
+    format: int
+    fold: str
+    """The identity of the code that made it (:func:`fold_identity`)."""
+    session: str
+    version: int
+    length: int
+    lines: int
+    prefix: str
+    """``sha256:<hex>`` of the journal's first ``length`` bytes."""
+    chain: str | None
+    """v3: the chain through line ``lines``, which the seal of the next line must carry."""
+    body: int
+    """The CRC-32 of the frames after the key line."""
+
+
+class Unusable(Exception):
+    """Why a checkpoint cannot be used (one line, completing "checkpoint ... : ")."""
+
+
+def _silent(line: str) -> None:
+    del line
+
+
+class Checkpoints:
+    """The checkpoints of one sessions directory."""
+
+    def __init__(self, directory: Path, *, threshold: int = DEFAULT_THRESHOLD, note: Note = _silent) -> None:
+        self.directory = directory
+        self.threshold = threshold
+        self._note = note
+
+    def read(self, journal: Path) -> SessionState:
+        """The reduced state of the journal (raises what :func:`~tiny_agent.stores.journal.read_journal` raises)."""
+        return self.fold(journal).state
+
+    def fold(self, journal: Path) -> Fold:
+        """A live fold of the journal's committed lines: from its checkpoint when one checks out, else from line 1."""
+        where = self.path_for(journal)
+        if where is None:
+            return fold_file(journal)
+        fd = _open_journal(journal)
+        try:
+            return self._fold(journal, where, fd)
+        finally:
+            os.close(fd)
+
+    def resumed(self, journal: Path) -> Fold | None:
+        """The fold the journal's checkpoint holds, once every check passed; None otherwise (with a note if it failed one).
+
+        For a reader that goes over every line anyway (``audit``): it reads
+        the checkpointed lines without folding them again, and writes no
+        checkpoint of its own.
+        """
+        where = self.path_for(journal)
+        if where is None:
+            return None
+        fd = _open_journal(journal)
+        try:
+            with collector_paused():
+                start = self._resume(journal, where, fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        return None if start is None else start.fold
+
+    def path_for(self, journal: Path) -> Path | None:
+        """Where the journal's checkpoint lives; None for a journal outside the sessions directory."""
+        try:
+            inside = os.path.samefile(journal.parent, self.directory)
+        except OSError:
+            return None
+        return self.directory / CHECKPOINTS_DIR / (journal.stem + SUFFIX) if inside else None
+
+    def _fold(self, journal: Path, where: Path, fd: int) -> Fold:
+        size = os.fstat(fd).st_size
+        with collector_paused():
+            start = self._resume(journal, where, fd, size)
+            if start is None:
+                fold = Fold()
+                offset = 0
+                prefix = PrefixDigest(hashlib.sha256()) if size >= self.threshold else None
+            else:
+                fold, offset, prefix = start.fold, start.offset, PrefixDigest(start.digest, start.offset)
+            reduce_chunks(_chunks(fd, offset, prefix), fold)
+            if prefix is not None and fold.committed_length - offset >= self.threshold:
+                self._save(where, fold, prefix)
+        return fold
+
+    # -- using a checkpoint ----------------------------------------------------------------
+
+    def _resume(self, journal: Path, where: Path, fd: int, size: int) -> Resumed | None:
+        try:
+            return _resumed(where, fd, size)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            reason = f"cannot be read ({error.strerror or error})"
+        except Unusable as unusable:
+            reason = str(unusable)
+        self._note(f"checkpoint of {journal.name} {reason}; folding the whole journal")
+        return None
+
+    # -- writing one ----------------------------------------------------------------------
+
+    def _save(self, where: Path, fold: Fold, prefix: PrefixDigest) -> None:
+        """Write the fold's checkpoint; a fold that cannot be stored, or a directory that refuses it, only costs speed."""
+        from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotRefused, capture, snapshot_frames
+
+        identity = fold_identity()
+        if identity is None or prefix.length != fold.committed_length:
+            return
+        try:
+            snapshot = capture(fold)
+        except SnapshotRefused:
+            return
+        key = CheckpointKey(
+            format=SNAPSHOT_FORMAT,
+            fold=identity,
+            session=fold.state.header.id,
+            version=fold.version,
+            length=fold.committed_length,
+            lines=fold.lines,
+            prefix=prefix.value(),
+            chain=fold.chain if fold.profile.sealed else None,
+            body=0,
+        )
+        _write_checkpoint(where, key, snapshot_frames(snapshot))
+
+
+class Resumed(msgspec.Struct):
+    fold: Fold
+    offset: int
+    """Where the journal's unread tail starts (the checkpoint's length)."""
+    digest: hashlib._Hash
+    """SHA-256 over the journal's first ``offset`` bytes, to extend over the tail."""
+
+
+def _resumed(where: Path, fd: int, size: int) -> Resumed:
+    """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError."""
+    with _open_checkpoint(where) as checkpoint:
+        from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, SnapshotReader, restore
+
+        key, body_start = _key_of(checkpoint)
+        identity = fold_identity()
+        if identity is None:
+            raise Unusable("cannot be checked (the fold's source is unreadable)")
+        if key.format != SNAPSHOT_FORMAT or key.fold != identity:
+            raise Unusable("was made by another version of tiny-agent")
+        if key.length > size:
+            raise Unusable(f"covers {key.length} bytes but the journal has {size} (truncated or replaced?)")
+        if key.chain is not None and not _next_seal_carries(fd, key.length, size, key.chain):
+            raise Unusable("does not match the journal (the next line's seal carries another chain)")
+        hashing = _Hashing(fd, key.length)
+        reader = SnapshotReader()
+        try:
+            body_digest = _read_frames(checkpoint, body_start, reader)
+        finally:
+            prefix = hashing.result()
+    if body_digest != key.body:
+        raise Unusable("is corrupt (its body's digest differs)")
+    try:
+        fold = restore(reader.snapshot())
+    except SnapshotInvalid as invalid:
+        raise Unusable(f"is corrupt ({invalid})") from None
+    if "sha256:" + prefix.hexdigest() != key.prefix:
+        raise Unusable(f"does not match the journal (its first {key.length} bytes changed)")
+    if fold.committed_length != key.length or fold.lines != key.lines or fold.state.header.id != key.session:
+        raise Unusable("is corrupt (its key and its snapshot disagree)")
+    return Resumed(fold=fold, offset=key.length, digest=prefix)
+
+
+def _key_of(fd: int) -> tuple[CheckpointKey, int]:
+    head = os.pread(fd, KEY_SIZE, 0)
+    if len(head) != KEY_SIZE or head[-1:] != b"\n":
+        raise Unusable("is corrupt (no key line)")
+    try:
+        return msgspec.json.decode(head.rstrip(b" \n"), type=CheckpointKey), KEY_SIZE
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise Unusable(f"is corrupt (its key: {error})") from None
+
+
+def _next_seal_carries(fd: int, start: int, size: int, chain: str) -> bool:
+    """v3, cheaply: the line after the checkpoint ends with a seal carrying its chain (True when no such line is in reach)."""
+    if start == size:
+        return True
+    probe = os.pread(fd, SEAL_PROBE, start)
+    end = probe.find(b"\n")
+    if end == -1:
+        return True
+    return chain.encode() in probe[max(0, end - 256) : end]
+
+
+class _Hashing:
+    """SHA-256 of the journal's first ``length`` bytes, in a thread.
+
+    hashlib and file reads release the GIL, so on a second core this runs
+    while the main thread decodes the snapshot, and costs no time there.
+    """
+
+    def __init__(self, fd: int, length: int) -> None:
+        self._fd = os.dup(fd)
+        self._length = length
+        self._prefix: hashlib._Hash | None = None
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="checkpoint-digest", daemon=True)
+        self._thread.start()
+
+    def result(self) -> hashlib._Hash:
+        """The prefix's digest (to extend over the tail); raises the OSError that reading met."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._prefix is None:
+            raise RuntimeError("the digest thread ended without a digest")
+        return self._prefix
+
+    def _run(self) -> None:
+        try:
+            self._prefix = _digest_of_range(self._fd, self._length)
+        except OSError as error:
+            self._error = error
+        finally:
+            os.close(self._fd)
+
+
+def _digest_of_range(fd: int, length: int) -> hashlib._Hash:
+    digest = hashlib.sha256()
+    offset = 0
+    while offset < length:
+        chunk = os.pread(fd, min(CHUNK_SIZE, length - offset), offset)
+        if not chunk:
+            raise OSError(0, "the journal shrank while it was read")
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest
+
+
+class PrefixDigest:
+    """SHA-256 of a journal's committed bytes as they stream past: every byte up to the last LF seen.
+
+    Bytes after the last LF (a torn tail, or a line still being read) are
+    held back until their LF arrives, so the digest always covers exactly
+    the committed prefix the fold has read.
+    """
+
+    def __init__(self, digest: hashlib._Hash, length: int = 0) -> None:
+        self._digest = digest
+        self._held: list[bytes] = []
+        self.length = length
+
+    def feed(self, chunk: bytes) -> None:
+        last = chunk.rfind(b"\n")
+        if last == -1:
+            self._held.append(chunk)
+            return
+        for piece in self._held:
+            self._digest.update(piece)
+            self.length += len(piece)
+        self._held = []
+        self._digest.update(memoryview(chunk)[: last + 1])
+        self.length += last + 1
+        if last + 1 < len(chunk):
+            self._held.append(chunk[last + 1 :])
+
+    def value(self) -> str:
+        return "sha256:" + self._digest.hexdigest()
+
+
+def _chunks(fd: int, offset: int, prefix: PrefixDigest | None) -> Iterator[bytes]:
+    """The journal's bytes from ``offset`` on, in large chunks, each also fed to ``prefix``."""
+    while True:
+        chunk = os.pread(fd, CHUNK_SIZE, offset)
+        if not chunk:
+            return
+        offset += len(chunk)
+        if prefix is not None:
+            prefix.feed(chunk)
+        yield chunk
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def _open_journal(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAJournal(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def _open_checkpoint(where: Path) -> Iterator[int]:
+    fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unusable("is not a regular file")
+        os.set_blocking(fd, True)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_frames(fd: int, start: int, reader: SnapshotReader) -> int:
+    """Feed the checkpoint's frames to ``reader`` one at a time; their CRC-32."""
+    from tiny_agent.fold.snapshot import SnapshotInvalid
+
+    size = os.fstat(fd).st_size
+    crc = 0
+    position = start
+    while position < size:
+        length_bytes = os.pread(fd, 4, position)
+        length = int.from_bytes(length_bytes, "big")
+        if len(length_bytes) != 4 or length > FRAME_LIMIT or position + 4 + length > size:
+            raise Unusable("is corrupt (a frame runs past its end)")
+        frame = os.pread(fd, length, position + 4)
+        crc = zlib.crc32(frame, zlib.crc32(length_bytes, crc))
+        try:
+            reader.feed(frame)
+        except SnapshotInvalid as invalid:
+            raise Unusable(f"is corrupt ({invalid})") from None
+        position += 4 + length
+    return crc
+
+
+def _write_checkpoint(where: Path, key: CheckpointKey, frames: Iterator[bytes]) -> None:
+    """Write a checkpoint 0600 through a staging file, frame by frame, its key last; refusal only costs speed."""
+    directory = where.parent
+    staging = directory / f".{where.name}.{os.getpid()}.new"
+    try:
+        _private_directory(directory)
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(b" " * (KEY_SIZE - 1) + b"\n")
+            crc = 0
+            for frame in frames:
+                length = len(frame).to_bytes(4, "big")
+                crc = zlib.crc32(frame, zlib.crc32(length, crc))
+                file.write(length)
+                file.write(frame)
+            file.seek(0)
+            file.write(_key_line(msgspec.structs.replace(key, body=crc)))
+        os.replace(staging, where)
+    except OSError:
+        # A checkpoint is a cache, like the sessions index: a full or read-only directory only costs speed.
+        with contextlib.suppress(OSError):
+            staging.unlink(missing_ok=True)
+
+
+def _key_line(key: CheckpointKey) -> bytes:
+    encoded = msgspec.json.encode(key)
+    if len(encoded) >= KEY_SIZE:
+        raise OSError(0, "the checkpoint's key does not fit its room")
+    return encoded + b" " * (KEY_SIZE - 1 - len(encoded)) + b"\n"
+
+
+def _private_directory(directory: Path) -> None:
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+        raise NotADirectoryError(f"{directory} is not a directory")
+
+
+# -- identity and configuration -----------------------------------------------------------------
+
+IDENTITY_MODULES: Final = (
+    "errors.py",
+    "journal/canonical.py",
+    "journal/facts.py",
+    "journal/json_profile.py",
+    "journal/links.py",
+    "journal/state.py",
+    "journal/transcript.py",
+    "stores/checkpoints.py",
+)
+"""Besides the fold package: the modules whose code decides what a fold (or a snapshot) holds."""
+
+
+@functools.cache
+def fold_identity() -> str | None:
+    """A digest of the code that folds and snapshots (None when its source cannot be read: no checkpoints then).
+
+    A checkpoint made by any other code is not read: a fold that changed
+    may reduce the same bytes to a different state.
+    """
+    package = Path(__file__).parent.parent
+    sources = sorted((package / "fold").glob("*.py")) + [package / name for name in IDENTITY_MODULES]
+    digest = hashlib.sha256(f"{sys.version_info[:3]} msgspec {msgspec.__version__}".encode())
+    try:
+        for source in sources:
+            digest.update(source.relative_to(package).as_posix().encode() + b"\0" + source.read_bytes() + b"\0")
+    except OSError:
+        return None
+    return digest.hexdigest()[:32]
+
+
+def threshold_from(environ: Mapping[str, str]) -> int:
+    """Bytes a fold must read before it leaves a checkpoint: ``$TINY_AGENT_CHECKPOINT_BYTES``, else 8 MiB."""
+    configured = environ.get(THRESHOLD_ENV)
+    if configured is None or configured == "":
+        return DEFAULT_THRESHOLD
+    try:
+        threshold = int(configured)
+    except ValueError:
+        threshold = -1
+    if threshold < 0:
+        raise UsageError(f"{THRESHOLD_ENV} must be a whole number of bytes, not {configured!r}")
+    return threshold

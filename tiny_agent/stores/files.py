@@ -1,0 +1,351 @@
+"""Journal files on one machine: the byte-level parts of the file store.
+
+- :class:`WriterLock`: one writer per journal across processes, an exclusive
+  ``flock`` on ``<journal>.lock`` that names its holder's pid and is removed
+  when released (so no lock file outlives its writer);
+- :class:`FileAppender`: appends committed lines with one ``write`` each,
+  fsynced (or not, with ``process`` durability);
+- creating a journal atomically, cutting a torn tail into a sidecar,
+  checking that a path is a journal before anything is created beside it.
+
+Every file this module creates is 0600 and none is left behind by a failure.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Final, Literal
+
+from tiny_agent.errors import Locked, NotFound, UsageError
+from tiny_agent.stores import failpoints
+
+CHUNK_SIZE: Final = 1 << 20
+HEADER_PROBE: Final = 64 * 1024
+"""How much of a file is read to tell whether it starts like a journal."""
+
+Durability = Literal["fsync", "process"]
+"""``fsync``: a committed transaction survives power loss.  ``process``: it survives a crash of this
+process (the bytes are in the kernel), which is faster."""
+
+
+class NotAJournal(UsageError):
+    """A path that is not a journal file (a directory, a symbolic link, a FIFO, something else)."""
+
+
+class SessionLocked(Locked):
+    def __init__(self, path: Path, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid else "another process"
+        super().__init__(f"{path.name} is being written by {holder}; only one writer may hold a session")
+        self.path = path
+        self.pid = pid
+
+
+# -- reading --------------------------------------------------------------------
+
+
+def file_chunks(path: Path) -> Iterator[bytes]:
+    """The file's bytes in large chunks; the file must be a regular file (never a FIFO or a device)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAJournal(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        while True:
+            chunk = os.read(fd, CHUNK_SIZE)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def check_journal_file(path: Path) -> None:
+    """Refuse, before anything is created beside it, a path that is not a regular journal file.
+
+    A journal is a regular file (not a symbolic link) whose first line is a
+    header object; anything else is named plainly.  The header is validated
+    in full by the reducer later; this only keeps a lock file from appearing
+    beside ``/etc/passwd``.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise NotFound(f"{path}: no such journal file") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise NotAJournal(f"{path}: is a symbolic link; journals are only opened directly")
+    if stat.S_ISDIR(info.st_mode):
+        raise NotAJournal(f"{path}: is a directory, not a journal")
+    if not stat.S_ISREG(info.st_mode):
+        raise NotAJournal(f"{path}: is not a regular file")
+    with open(path, "rb") as file:
+        head = file.read(HEADER_PROBE)
+    first = head.split(b"\n", 1)[0].lstrip(b" \t")
+    if not first.startswith(b"{") or b'"header"' not in first:
+        raise NotAJournal(f"{path}: does not start with a journal header line")
+
+
+# -- the writer lock ----------------------------------------------------------------
+
+
+def lock_path(journal: Path) -> Path:
+    return journal.with_name(journal.name + ".lock")
+
+
+class WriterLock:
+    """An exclusive, non-blocking ``flock`` on ``<journal>.lock``, recording the holder's pid.
+
+    The lock file is removed on release.  That is safe because acquiring
+    checks, after the ``flock``, that the path still names the locked file: a
+    process that locked a file someone else just removed tries again.
+    """
+
+    def __init__(self, journal: Path) -> None:
+        self.path = lock_path(journal)
+        self._journal = journal
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise SessionLocked(self._journal, holder_pid(self._journal)) from None
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)
+        self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            # A full or read-only disk: the lock is useless to a session that cannot be written; leave nothing behind.
+            self.release()
+            raise
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        on_disk = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
+
+
+def holder_pid(journal: Path) -> int | None:
+    """The pid written by the current lock holder, if the lock file says one."""
+    try:
+        text = lock_path(journal).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def is_locked(journal: Path) -> bool:
+    """True while some writer holds the session (checked without taking it)."""
+    try:
+        fd = os.open(lock_path(journal), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return False
+        raise
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# -- appending ------------------------------------------------------------------------
+
+
+class FileAppender:
+    """The file store's end of a writer: whole lines appended with one ``write``, fsynced when asked."""
+
+    def __init__(self, path: Path, fd: int, lock: WriterLock, durability: Durability) -> None:
+        self.path = path
+        self.name = path.name
+        self._fd = fd
+        self._lock = lock
+        self._durability = durability
+
+    def append(self, data: bytes, label: str) -> None:
+        failpoints.disk_full(label)
+        if failpoints.hit(f"mid-write:{label}"):
+            write_all(self._fd, data[: len(data) // 2])
+            failpoints.crash()
+        write_all(self._fd, data)
+        if self._durability == "fsync":
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            os.close(self._fd)
+        finally:
+            self._fd = -1
+            self._lock.release()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def create_file(path: Path, content: bytes, durability: Durability) -> tuple[int, WriterLock]:
+    """Make ``path`` appear with ``content`` complete, or not at all; returns an append descriptor and the held lock.
+
+    The content is written to a staging file and linked into place, so a crash
+    leaves either no journal or one with a complete header.  A failure (a full
+    disk, say) leaves nothing behind: no staging file, no lock file.
+    """
+    lock = WriterLock(path)
+    lock.acquire()
+    try:
+        _link_new_file(path, content)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except BaseException:
+        lock.release()
+        raise
+    return fd, lock
+
+
+def _link_new_file(path: Path, content: bytes) -> None:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        write_new_private_file(staging, content)
+        os.link(staging, path)
+    finally:
+        staging.unlink(missing_ok=True)
+    fsync_directory(path.parent)
+
+
+def write_new_private_file(path: Path, content: bytes) -> None:
+    """A new 0600 file holding ``content``, on disk when this returns; nothing is left at ``path`` if it fails."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            write_all(fd, content)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def publish_file(path: Path, chunks: Iterable[bytes], durability: Durability, label: str) -> None:
+    """Make ``path`` appear holding ``chunks`` (its bytes, in order) complete, or not at all; never over a file.
+
+    The bytes go to a staging file beside ``path``, which is linked into place
+    once complete (``os.link`` refuses an existing ``path``: FileExistsError).
+    If ``chunks`` raises (a copy that would not be a valid journal), nothing
+    appears.  The failpoint ``before-link:<label>`` kills the process with the
+    staging file complete and not yet linked: what a crash there leaves is a
+    hidden ``.<name>.<pid>.new`` file, never a partial journal.
+    """
+    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            _write_chunks(fd, chunks)
+            if durability == "fsync":
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        failpoints.maybe_crash(f"before-link:{label}")
+        os.link(staging, path)
+    finally:
+        staging.unlink(missing_ok=True)
+    if durability == "fsync":
+        fsync_directory(path.parent)
+
+
+def _write_chunks(fd: int, chunks: Iterable[bytes]) -> None:
+    """The bytes in pieces of about a megabyte (a journal's lines one ``write`` each would cost a call per line)."""
+    pending = bytearray()
+    for chunk in chunks:
+        pending += chunk
+        if len(pending) >= CHUNK_SIZE:
+            write_all(fd, bytes(pending))
+            pending.clear()
+    if pending:
+        write_all(fd, bytes(pending))
+
+
+def open_for_append(path: Path) -> tuple[int, WriterLock]:
+    """Lock an existing journal and open it for appending (after :func:`check_journal_file`)."""
+    lock = WriterLock(path)
+    lock.acquire()
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except BaseException:
+        lock.release()
+        raise
+    return fd, lock
+
+
+def make_private(fd: int) -> int | None:
+    """Reset a journal to 0600 (as the reference store does on reopen); the mode it had, if it changed."""
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    if mode == 0o600:
+        return None
+    os.fchmod(fd, 0o600)
+    return mode
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def torn_tail_path(journal: Path, stamp: int) -> Path:
+    return journal.with_name(f"{journal.name}.torn-{stamp}")
+
+
+def cut_torn_tail(path: Path, fd: int, committed_length: int, stamp: int) -> Path | None:
+    """Move the bytes after the last LF into a sidecar file, then truncate the journal to them.
+
+    The sidecar is written completely and fsynced before the journal is cut,
+    so the bytes are never in neither place; a sidecar that could not be
+    written completely is removed again (and the journal is not cut).
+    """
+    size = os.fstat(fd).st_size
+    if size <= committed_length:
+        return None
+    with open(path, "rb") as file:
+        file.seek(committed_length)
+        tail = file.read()
+    sidecar = torn_tail_path(path, stamp)
+    write_new_private_file(sidecar, tail)
+    os.ftruncate(fd, committed_length)
+    os.fsync(fd)
+    fsync_directory(path.parent)
+    return sidecar

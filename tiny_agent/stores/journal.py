@@ -1,0 +1,570 @@
+"""Journals: reading them, and the one writer that appends to a session.
+
+The reader folds a journal's bytes chunk by chunk (memory stays at the size
+of the reduced state, not the journal), whatever store holds them.  The
+writer appends one transaction per line, each checked by the same fold
+before its bytes leave the process, sealed (v3), and handed to the store's
+:class:`Appender` in one piece (one ``write`` and an fsync for the file
+store, one row for PostgreSQL).  Commits are serialized: one writer per
+session across processes (the store's lock), and one commit at a time across
+the threads of this process.
+
+``JournalWriter.create`` / ``JournalWriter.open`` and the path-based readers
+are the file store's conveniences; other stores build a writer from their own
+appender.
+"""
+
+from __future__ import annotations
+
+import gc
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+
+from tiny_agent.errors import BlockedError, CorruptionError, Misnamed, StorageError, TinyAgentError
+from tiny_agent.fold.fold import Fold
+from tiny_agent.fold.lines import LineSplitter, reduce_chunks
+from tiny_agent.journal.facts import (
+    Fact,
+    HeaderLine,
+    RawFact,
+    RecordFact,
+    SealFact,
+    StepAttempt,
+    decode_fact,
+    encode_header,
+    encode_seal_only,
+    encode_transaction,
+)
+from tiny_agent.journal.ids import now_ms, uuid7
+from tiny_agent.journal.state import SessionState
+from tiny_agent.stores import failpoints
+from tiny_agent.stores import files as filestore
+from tiny_agent.stores.files import (
+    Durability,
+    NotAJournal,
+    SessionLocked,
+    holder_pid,
+    is_locked,
+    lock_path,
+    torn_tail_path,
+)
+
+WRITER_VERSION = 3
+
+__all__ = [
+    "WRITER_VERSION",
+    "Appender",
+    "CommitRejected",
+    "Durability",
+    "JournalError",
+    "JournalWriter",
+    "ModelCallRefused",
+    "NotAJournal",
+    "SessionLocked",
+    "SessionMisnamed",
+    "WriterPoisoned",
+    "collector_paused",
+    "committed_lines",
+    "facts",
+    "find_raw",
+    "fold_chunks",
+    "fold_file",
+    "holder_pid",
+    "is_locked",
+    "lock_path",
+    "raw_facts",
+    "read_journal",
+    "reduce_source",
+    "torn_tail_path",
+]
+
+JournalError = NotAJournal
+"""A file that cannot be used as a journal (kept under its old name)."""
+
+
+class CommitRejected(TinyAgentError):
+    """The fold refused a candidate transaction; nothing was written (a bug in the writer's caller)."""
+
+    def __init__(self, error: CorruptionError) -> None:
+        super().__init__(f"refused to append an invalid transaction: {error}")
+        self.error = error
+
+
+class WriterPoisoned(StorageError):
+    """An append failed: the journal's tail is unknown, so this writer appends nothing more."""
+
+
+class ModelCallRefused(BlockedError):
+    """A model attempt in a journal that cannot record the model's response (v2): refused before it is written."""
+
+
+class SessionMisnamed(Misnamed):
+    """The file is named for one session and its header is another's: a writer would append to the wrong session."""
+
+    def __init__(self, path: Path, header_id: str, named_id: str) -> None:
+        super().__init__(
+            f"{path.name} is named for session {named_id} but its header is session {header_id}; no writer opens it "
+            f"(appends meant for one session would land in another): give it a name ending in _{header_id}.jsonl"
+        )
+        self.header_id = header_id
+        self.named_id = named_id
+
+
+def cannot_record_responses(path: Path, *, operation_open: bool = True) -> str:
+    """Why a v2 journal is not continued with a model call, and the remedies (one line)."""
+    abort = f" (or `tiny-agent resume {path} --abort` closes its open run without the model)" if operation_open else ""
+    return (
+        f"{path.name} is a v2 journal, which cannot record the model's response (v2 has no raw facts), so no model "
+        f"call was made: `tiny-agent upgrade {path}` continues it in a new v3 session and leaves the v2 file as it is{abort}"
+    )
+
+
+class Appender(Protocol):
+    """A store's end of one session's writer: appends whole committed lines, durably, in order."""
+
+    name: str
+    """How messages name the session's journal (a file name, a store reference)."""
+
+    def append(self, data: bytes, label: str) -> None:
+        """Append one line (with its LF); durable per the store's durability when it returns."""
+        ...
+
+    def close(self) -> None:
+        """Release the session (its lock, its connection)."""
+        ...
+
+
+# --------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------
+
+
+def reduce_source(chunks: Iterable[bytes]) -> SessionState:
+    """Reduce a journal given as consecutive byte chunks, from any store."""
+    with collector_paused():
+        return reduce_chunks(chunks)
+
+
+def fold_chunks(chunks: Iterable[bytes]) -> Fold:
+    """A live fold of a journal's committed lines, for a writer to continue."""
+    with collector_paused():
+        fold = Fold()
+        reduce_chunks(chunks, fold=fold)
+    return fold
+
+
+def fold_file(path: Path) -> Fold:
+    """A live fold of every committed line of the journal file at ``path``."""
+    return fold_chunks(filestore.file_chunks(path))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a fold builds state.
+
+    The reduced state holds no reference cycles, but it does hold a growing
+    number of containers, which generational collections would rescan again and
+    again; pausing keeps the cost per fact flat as journals grow.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def lines_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of every committed line (the torn tail excluded), streaming.
+
+    Linear in the journal's size whatever its line lengths: the pieces of a
+    line that spans many chunks are joined once, not copied per chunk.
+    """
+    number = 0
+    pieces: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        end = chunk.find(b"\n")
+        while end != -1:
+            if pieces:
+                pieces.append(chunk[start:end])
+                line = b"".join(pieces)
+                pieces = []
+            else:
+                line = chunk[start:end]
+            number += 1
+            yield number, line
+            start = end + 1
+            end = chunk.find(b"\n", start)
+        if start < len(chunk):
+            pieces.append(chunk[start:])
+
+
+def facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, list[Fact]]]:
+    """Every transaction of a journal the reducer accepted, as typed facts with its line number."""
+    for number, line in lines_of(chunks):
+        if number == 1:
+            continue
+        value = msgspec.json.decode(line)
+        yield number, [decode_fact(fact) for fact in (value if isinstance(value, list) else [value])]
+
+
+class CheckedFacts:
+    """One read of a journal for the reducer and a reader of its facts: each chunk is folded first.
+
+    Iterating gives ``(line number, typed facts)`` of every transaction, each
+    handed out only once the fold has accepted its line; a refused journal
+    raises the reducer's CorruptionError instead, before any fact of the
+    refused line.  After the iteration, :meth:`finish` gives the reduced state.
+
+    ``fold`` may already hold the journal's first lines (a checkpoint's,
+    checked against the bytes they were folded from): those lines are only
+    read, and folding goes on after them.
+    """
+
+    def __init__(self, chunks: Iterable[bytes], fold: Fold | None = None) -> None:
+        self._chunks = chunks
+        self._splitter = LineSplitter(Fold() if fold is None else fold)
+        self._folded = 0 if fold is None else fold.committed_length
+
+    def __iter__(self) -> Iterator[tuple[int, list[Fact]]]:
+        return facts_of(self._folded_first())
+
+    def finish(self) -> SessionState:
+        """The reduced state once every chunk was read (raises CorruptionError as the reducer does)."""
+        return self._splitter.finish()
+
+    def _folded_first(self) -> Iterator[bytes]:
+        chunks = iter(self._chunks)
+        splitter = self._splitter
+        offset = 0
+        for chunk in chunks:
+            offset += len(chunk)
+            if offset > self._folded:
+                splitter.feed(chunk[max(0, len(chunk) - (offset - self._folded)) :])
+            if splitter.failed:
+                for rest in chunks:
+                    splitter.feed(rest)
+                splitter.finish()
+            yield chunk
+
+
+def raw_facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, RawFact]]:
+    """Every ``raw`` fact of a (valid, v3) journal with its line number, in order."""
+    for number, line in lines_of(chunks):
+        if number == 1 or b'"raw"' not in line:
+            continue
+        yield from ((number, fact) for fact in _raw_facts_in(line))
+
+
+def find_raw_in(chunks: Iterable[bytes], raw_id: str) -> RawFact | None:
+    """The stored provider response with fact id ``raw_id``."""
+    needle = raw_id.encode()
+    for _, line in lines_of(chunks):
+        if needle not in line:
+            continue
+        for fact in _raw_facts_in(line):
+            if fact.id == raw_id:
+                return fact
+    return None
+
+
+def _raw_facts_in(line: bytes) -> Iterator[RawFact]:
+    value = msgspec.json.decode(line)
+    for fact in value if isinstance(value, list) else [value]:
+        if isinstance(fact, dict) and fact.get("kind") == "raw":
+            yield msgspec.convert(fact, RawFact)
+
+
+# The file store's path-based readers.
+
+
+def read_journal(path: Path) -> SessionState:
+    """Reduce the journal file at ``path``; raises CorruptionError, or OSError if it cannot be read."""
+    return reduce_source(filestore.file_chunks(path))
+
+
+def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    return lines_of(filestore.file_chunks(path))
+
+
+def facts(path: Path) -> Iterator[tuple[int, list[Fact]]]:
+    return facts_of(filestore.file_chunks(path))
+
+
+def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
+    return raw_facts_of(filestore.file_chunks(path))
+
+
+def find_raw(path: Path, raw_id: str) -> RawFact | None:
+    return find_raw_in(filestore.file_chunks(path), raw_id)
+
+
+# --------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------
+
+
+class JournalWriter:
+    """The one writer of a session: commits checked, sealed, durable transactions."""
+
+    def __init__(
+        self,
+        appender: Appender,
+        fold: Fold,
+        clock: Callable[[], int] = now_ms,
+        path: Path | None = None,
+        *,
+        reader: Callable[[], Iterable[bytes]] | None = None,
+        refold: Callable[[], Fold] | None = None,
+    ) -> None:
+        """``reader`` gives the journal's committed bytes and ``refold`` folds them again (a store's own ways;
+        by default, the file at ``path``)."""
+        self._appender = appender
+        self._fold = fold
+        self._clock = clock
+        self._reader = reader
+        self._refold: Callable[[], Fold] | None = refold
+        self._poisoned: str | None = None
+        self._attempts_refused: str | None = None
+        """Why a transaction starting a model attempt is refused (a v2 journal opened to be continued)."""
+        self._committed = False
+        self._closed = False
+        self._mutex = threading.RLock()
+        self.path = path if path is not None else Path(appender.name)
+        """The journal's file (file store) or a path-like name for messages (other stores)."""
+        self.repaired_tail: Path | None = None
+        self.tightened_mode: int | None = None
+        """The permission bits a reopened journal had before it was reset to 0600."""
+
+    @property
+    def name(self) -> str:
+        return self._appender.name
+
+    def chunks(self) -> Iterable[bytes]:
+        """The journal's committed bytes as its store holds them (what a writer reads back, e.g. a stored response)."""
+        return self._reader() if self._reader is not None else filestore.file_chunks(self.path)
+
+    def refuse_model_calls(self, why: str) -> None:
+        """Refuse every transaction that starts a model attempt, saying ``why`` (a v2 journal cannot record responses)."""
+        self._attempts_refused = why
+
+    # -- opening files ---------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        header: HeaderLine,
+        *,
+        durability: Durability = "fsync",
+        clock: Callable[[], int] = now_ms,
+    ) -> JournalWriter:
+        """Create a new journal file (0600, directory fsynced, linked into place whole) and hold its lock."""
+        line = encode_header(header)
+        fold = Fold()
+        fold.apply_header(line)
+        fd, lock = filestore.create_file(path, line + b"\n", durability)
+        writer = cls(filestore.FileAppender(path, fd, lock, durability), fold, clock, path)
+        writer._refold = lambda: fold_chunks(filestore.file_chunks(path))
+        return writer
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        durability: Durability = "fsync",
+        clock: Callable[[], int] = now_ms,
+        folder: Callable[[Path], Fold] | None = None,
+        session_id: str | None = None,
+    ) -> JournalWriter:
+        """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar.
+
+        ``folder`` folds the journal (once the lock is held); by default every
+        line is read, a checkpointed folder (:mod:`tiny_agent.stores.checkpoints`)
+        reads only what its checkpoint does not cover.
+
+        ``session_id`` is the session the caller asked for (the file store
+        names a journal after its session): a header naming another one is
+        refused with :class:`SessionMisnamed` before anything is changed
+        (session-v2 §16).  A v2 journal's writer refuses to start a model
+        attempt (:class:`ModelCallRefused`): our writer journals every
+        response raw before settling it, and v2 has no ``raw`` facts, so the
+        response would be paid for and lost.  Everything else (tool results,
+        aborts, finishing a run) is appended to a v2 journal as v2 facts.
+        """
+        filestore.check_journal_file(path)
+        fd, lock = filestore.open_for_append(path)
+        appender = filestore.FileAppender(path, fd, lock, durability)
+        fold_journal = folder or fold_file
+        try:
+            fold = fold_journal(path)
+            header_id = fold.state.header.id
+            if session_id is not None and header_id != session_id:
+                raise SessionMisnamed(path, header_id, session_id)
+            writer = cls(appender, fold, clock, path)
+            if "raw" not in fold.profile.fact_kinds:
+                writer._attempts_refused = cannot_record_responses(path)
+            writer._refold = lambda: fold_journal(path)
+            writer.repaired_tail = filestore.cut_torn_tail(path, fd, fold.committed_length, now_ms())
+            writer.tightened_mode = filestore.make_private(fd)
+        except BaseException:
+            appender.close()
+            raise
+        return writer
+
+    # -- state --------------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        """The reduced state through the last commit (advances in place)."""
+        return self._fold.state
+
+    @property
+    def fold(self) -> Fold:
+        return self._fold
+
+    # -- committing -----------------------------------------------------------
+
+    def commit(self, facts: list[Fact], label: str = "transaction") -> list[Fact]:
+        """Append one transaction; returns the facts as written (seq, timestamp, seal stamped).
+
+        The candidate line goes through the fold before a byte is written: a
+        refused transaction raises :class:`CommitRejected` and changes nothing.
+        Ctrl-C and SIGTERM are held off until the commit is complete, so the
+        fold and the journal never disagree.  ``label`` names the transaction
+        for failpoints.
+        """
+        if not facts:
+            raise ValueError("a transaction needs at least one fact")
+        with self._mutex:
+            self._check_usable()
+            if self._attempts_refused is not None and _starts_attempt(facts):
+                raise ModelCallRefused(self._attempts_refused)
+            with _signals_deferred():
+                stamped = self._stamp(facts)
+                line = encode_transaction(stamped)
+                try:
+                    self._fold.apply_line(line)
+                except CorruptionError as error:
+                    self._restore_fold()
+                    raise CommitRejected(error) from None
+                self._append(line + b"\n", label)
+                self._committed = True
+        failpoints.maybe_crash(f"after-commit:{label}")
+        return stamped
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.name}: the writer is closed")
+        if self._poisoned is not None:
+            raise WriterPoisoned(f"{self.name}: writer is unusable after an earlier failure: {self._poisoned}")
+
+    def _restore_fold(self) -> None:
+        """A refused candidate spent the fold (it may be half applied): fold the journal again."""
+        if self._refold is None:
+            raise RuntimeError("this writer cannot fold its journal again")
+        self._fold = self._refold()
+
+    def _stamp(self, facts: list[Fact]) -> list[Fact]:
+        timestamp = self._clock()
+        seq = self._fold.next_seq
+        stamped: list[Fact] = []
+        for fact in facts:
+            stamped.append(msgspec.structs.replace(fact, seq=seq, timestamp=timestamp, id=fact.id or uuid7(timestamp)))
+            seq += 1
+        if self._fold.version >= 3:
+            stamped.append(SealFact(seq=seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain))
+        return stamped
+
+    def _append(self, data: bytes, label: str) -> None:
+        try:
+            self._appender.append(data, label)
+        except OSError as error:
+            self._poisoned = f"{error.strerror or error} while appending"
+            raise WriterPoisoned(f"{self.name}: {self._poisoned}; nothing more is appended") from error
+
+    # -- closing --------------------------------------------------------------
+
+    @property
+    def seal_missing(self) -> bool:
+        """A v3 journal this writer changed whose last line is not covered by a seal."""
+        return self._fold.version >= 3 and self._committed and not self._fold.state.sealed
+
+    def close(self, *, seal: bool = True) -> None:
+        """Release the session; a clean close first appends a seal-only line covering the last line.
+
+        Only a writer that appended something seals: opening a session and
+        finding nothing to do (or a blocked recovery) writes nothing at all.
+        A seal that cannot be written (a full disk) is reported by raising
+        :class:`WriterPoisoned` after the session is released; the journal is
+        valid, with an open tail that ``resume`` seals later.
+        """
+        with self._mutex:
+            if self._closed:
+                return
+            try:
+                if seal and self._poisoned is None and self.seal_missing:
+                    self.commit_seal()
+            finally:
+                self._closed = True
+                self._appender.close()
+
+    def seal_missing_on_idle(self) -> bool:
+        """Seal an idle v3 journal whose last line is not covered (a crash, or a full disk, at the closing seal).
+
+        Returns whether a seal was appended.  Nothing is written to a v2
+        journal, to a sealed one, or to one that holds only its header.
+        """
+        with self._mutex:
+            fold = self._fold
+            if fold.version < 3 or fold.state.sealed or fold.lines < 2:
+                return False
+            self.commit_seal()
+            return True
+
+    def commit_seal(self) -> None:
+        """Append a seal-only line covering the last line (a clean close, or ``resume`` sealing an idle tail)."""
+        with self._mutex:
+            self._check_usable()
+            timestamp = self._clock()
+            seal = SealFact(seq=self._fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain)
+            line = encode_seal_only(seal)
+            with _signals_deferred():
+                self._fold.apply_line(line)
+                self._append(line + b"\n", "seal")
+            self._committed = True
+        failpoints.maybe_crash("after-commit:seal")
+
+    def __enter__(self) -> JournalWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _starts_attempt(facts: list[Fact]) -> bool:
+    return any(type(fact) is RecordFact and type(fact.record) is StepAttempt for fact in facts)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends (then they are delivered).
+
+    Only the main thread receives these signals; in another thread the mask
+    change is harmless (and ``pthread_sigmask`` is per thread).
+    """
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -1,0 +1,250 @@
+"""Checkpoints of sessions kept in PostgreSQL: a long session's fold in a row, so that reading it again costs only its new lines.
+
+The file store's checkpoints (:mod:`tiny_agent.stores.checkpoints`) in a table: one
+row of ``tiny_agent_checkpoints`` per session
+(:data:`tiny_agent.stores.postgres.schema.CREATE_CHECKPOINTS`) holds the snapshot of the
+fold of its first lines (:func:`tiny_agent.fold.snapshot.encode_snapshot`:
+the frames a checkpoint file holds, each after its length), keyed as a
+checkpoint file is:
+
+- ``lines``, ``bytes`` and ``prefix``: how many lines it folded, their length
+  and the SHA-256 of their exact journal bytes, each line with its LF (the
+  same digest as a file's prefix, so the same bytes give the same key);
+- ``format`` and ``fold``: the snapshot's format and the code that made it
+  (:func:`tiny_agent.stores.checkpoints.fold_identity`): a checkpoint made by other
+  code is not read;
+- ``body``: the SHA-256 of the snapshot bytes (a row changed behind our back
+  must not restore into a wrong state).
+
+A checkpoint is used only when every check passes.  The rows it covers are
+streamed and hashed every time: a row changed behind the writer's back must
+be refused the way folding it would refuse it.  Any mismatch, and any row
+that cannot be read or decoded, makes the note say why (one line) and the
+session is folded from line 1: a checkpoint is a cache, never an error.  A
+fold that read at least ``threshold`` bytes past where it started writes or
+replaces the row (an UPSERT, in a transaction of its own); a failure to write
+it is a note.  ``verify`` never uses checkpoints.
+
+Unlike a checkpoint file's frames, which are read one at a time, the snapshot
+is fetched whole (one ``bytea``): it costs about what the state it restores
+costs, for as long as it is decoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+import psycopg
+
+from tiny_agent.fold.fold import Fold
+from tiny_agent.fold.lines import reduce_chunks
+from tiny_agent.journal.ids import now_ms
+from tiny_agent.stores import checkpoints
+from tiny_agent.stores.checkpoints import DEFAULT_THRESHOLD, Note, PrefixDigest, Unusable
+from tiny_agent.stores.journal import collector_paused
+from tiny_agent.stores.postgres import schema as pgschema
+from tiny_agent.stores.postgres.store import BATCH_ROWS, Connection, PgStore, read_chunks
+
+if TYPE_CHECKING:
+    from tiny_agent.stores.base import Session
+    from tiny_agent.stores.files import Durability
+    from tiny_agent.stores.journal import JournalWriter
+
+# tiny_agent.fold.snapshot is imported where a checkpoint is read or written, as in
+# tiny_agent.stores.checkpoints: a small session (no checkpoint) should not pay to load it.
+
+
+class StoredCheckpoint(msgspec.Struct, frozen=True):
+    """A session's checkpoint row."""
+
+    format: int
+    fold: str
+    lines: int
+    length: int
+    prefix: str
+    """``sha256:<hex>`` of the session's first ``lines`` lines, each with its LF."""
+    body: str
+    """``sha256:<hex>`` of ``snapshot``."""
+    snapshot: bytes
+
+
+class Resumed(msgspec.Struct):
+    fold: Fold
+    digest: hashlib._Hash
+    """SHA-256 over the lines the fold holds, to extend over the rows after them."""
+
+
+def _silent(line: str) -> None:
+    del line
+
+
+class PgCheckpoints:
+    """The checkpoints of one PostgreSQL store's sessions."""
+
+    def __init__(self, store: PgStore, *, threshold: int = DEFAULT_THRESHOLD, note: Note = _silent) -> None:
+        self.store = store
+        self.threshold = threshold
+        self._note = note
+
+    def fold(self, session_id: str, conn: Connection | None = None) -> Fold:
+        """A live fold of the session's rows: from its checkpoint when one checks out, else from line 1.
+
+        ``conn`` is a writer's own connection (its lock held); by default the store's reading one.
+        Raises CorruptionError as a full fold does, and StoreUnavailable when the rows cannot be read.
+        """
+        reading = conn if conn is not None else self.store.reader()
+        try:
+            with collector_paused():
+                return self._fold(reading, session_id)
+        except psycopg.Error as error:
+            raise self.store.unavailable(f"reading session {session_id} failed", error) from None
+
+    def resumed(self, session_id: str) -> Fold | None:
+        """The fold the session's checkpoint holds, once every check passed; None otherwise (with a note if it failed one).
+
+        For a reader that goes over every line anyway (``audit``): it reads
+        the checkpointed lines without folding them again, and writes no
+        checkpoint of its own.
+        """
+        conn = self.store.reader()
+        with collector_paused():
+            _, stored = self._row(conn, session_id)
+            start = self._resume(conn, session_id, stored)
+        return None if start is None else start.fold
+
+    def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
+        """The session's one writer, its lines folded from the checkpoint under the writer's lock."""
+        return self.store.open_writer(session, durability, checkpoints=self)
+
+    def _fold(self, conn: Connection, session_id: str) -> Fold:
+        size, stored = self._row(conn, session_id)
+        start = self._resume(conn, session_id, stored)
+        if start is None:
+            fold = Fold()
+            # Hashing costs a tenth of a fold: only a session big enough to leave a checkpoint pays for it
+            # (and none whose checkpoint could not even be read: writing it would fail the same way).
+            prefix = PrefixDigest(hashlib.sha256()) if size is not None and size >= self.threshold else None
+        else:
+            fold, prefix = start.fold, PrefixDigest(start.digest, start.fold.committed_length)
+        offset = fold.committed_length
+        reduce_chunks(_hashed(read_chunks(conn, session_id, fold.lines), prefix), fold)
+        if prefix is not None and fold.committed_length - offset >= self.threshold:
+            self._save(conn, session_id, fold, prefix)
+        return fold
+
+    # -- using a checkpoint ----------------------------------------------------------------
+
+    def _row(self, conn: Connection, session_id: str) -> tuple[int | None, StoredCheckpoint | None]:
+        """The session's length as its index row says, and its checkpoint (None if it has none); (None, None) if unreadable."""
+        try:
+            row = conn.execute(pgschema.CHECKPOINT_OF, (session_id,)).fetchone()
+        except psycopg.Error as error:
+            self._note(f"checkpoint of session {session_id} cannot be read ({self._detail(error)}); folding the whole session")
+            return None, None
+        if row is None:
+            return 0, None
+        size, stored = int(row[0]), row[1:]
+        if any(value is None for value in stored):
+            return size, None
+        format_, fold, lines, length, prefix, body, snapshot = stored
+        return size, StoredCheckpoint(format_, fold, lines, length, prefix, body, bytes(snapshot))
+
+    def _resume(self, conn: Connection, session_id: str, stored: StoredCheckpoint | None) -> Resumed | None:
+        if stored is None:
+            return None
+        try:
+            return _resumed(conn, session_id, stored)
+        except Unusable as unusable:
+            reason = str(unusable)
+        except psycopg.Error as error:
+            reason = f"cannot be read ({self._detail(error)})"
+        self._note(f"checkpoint of session {session_id} {reason}; folding the whole session")
+        return None
+
+    # -- writing one ----------------------------------------------------------------------
+
+    def _save(self, conn: Connection, session_id: str, fold: Fold, prefix: PrefixDigest) -> None:
+        """Write or replace the session's checkpoint; a fold that cannot be stored, or a refused write, only costs speed."""
+        from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotRefused, capture, encode_snapshot
+
+        identity = checkpoints.fold_identity()
+        # Rows that hold another session's header would never pass the check on the way back.
+        if identity is None or prefix.length != fold.committed_length or fold.state.header.id != session_id:
+            return
+        try:
+            snapshot = encode_snapshot(capture(fold))
+        except SnapshotRefused:
+            return  # tool arguments JSON cannot carry back exactly: this session is folded in full, as before
+        row = {
+            "session_id": session_id,
+            "format": SNAPSHOT_FORMAT,
+            "fold": identity,
+            "lines": fold.lines,
+            "bytes": fold.committed_length,
+            "prefix": prefix.value(),
+            "body": "sha256:" + hashlib.sha256(snapshot).hexdigest(),
+            "snapshot": snapshot,
+            "made_at": now_ms(),
+        }
+        try:
+            with conn.transaction():
+                conn.execute(pgschema.SAVE_CHECKPOINT, row)
+        except psycopg.Error as error:
+            self._note(f"checkpoint of session {session_id} was not written ({self._detail(error)})")
+
+    def _detail(self, error: psycopg.Error) -> str:
+        """The server's one-line message (without the statement it quotes), or the driver's."""
+        said = error.diag.message_primary or str(error)
+        return pgschema.without_secrets(" ".join(said.split()) or type(error).__name__, self.store.url)
+
+
+def _resumed(conn: Connection, session_id: str, stored: StoredCheckpoint) -> Resumed:
+    """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or psycopg.Error."""
+    from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, decode_snapshot, restore
+
+    identity = checkpoints.fold_identity()
+    if identity is None:
+        raise Unusable("cannot be checked (the fold's source is unreadable)")
+    if stored.format != SNAPSHOT_FORMAT or stored.fold != identity:
+        raise Unusable("was made by another version of tiny-agent")
+    if "sha256:" + hashlib.sha256(stored.snapshot).hexdigest() != stored.body:
+        raise Unusable("is corrupt (its snapshot's digest differs)")
+    digest, lines, length = _prefix_digest(conn, session_id, stored.lines)
+    if lines < stored.lines:
+        raise Unusable(f"covers {stored.lines} lines but the session has {lines} (truncated or replaced?)")
+    if length != stored.length or "sha256:" + digest.hexdigest() != stored.prefix:
+        raise Unusable(f"does not match the session (its first {stored.lines} lines changed)")
+    try:
+        fold = restore(decode_snapshot(stored.snapshot))
+    except SnapshotInvalid as invalid:
+        raise Unusable(f"is corrupt ({invalid})") from None
+    if fold.committed_length != stored.length or fold.lines != stored.lines or fold.state.header.id != session_id:
+        raise Unusable("is corrupt (its key and its snapshot disagree)")
+    return Resumed(fold=fold, digest=digest)
+
+
+def _prefix_digest(conn: Connection, session_id: str, lines: int) -> tuple[hashlib._Hash, int, int]:
+    """SHA-256 of the session's first ``lines`` lines, each with its LF (streamed), with how many there were and their length."""
+    digest = hashlib.sha256()
+    count = length = 0
+    with conn.transaction(), conn.cursor(name=f"tiny_agent_prefix_{os.getpid()}", binary=True) as cursor:
+        cursor.itersize = BATCH_ROWS
+        cursor.execute(pgschema.READ_LINES_THROUGH, (session_id, lines))
+        for (data,) in cursor:
+            digest.update(data)
+            digest.update(b"\n")
+            count += 1
+            length += len(data) + 1
+    return digest, count, length
+
+
+def _hashed(chunks: Iterable[bytes], prefix: PrefixDigest | None) -> Iterator[bytes]:
+    """The chunks, each also fed to ``prefix`` (the digest a new checkpoint is keyed by)."""
+    for chunk in chunks:
+        if prefix is not None:
+            prefix.feed(chunk)
+        yield chunk

@@ -1,0 +1,225 @@
+"""The PostgreSQL store's schema and statements, and the names it shows: pure (no driver, no I/O).
+
+Four tables in the connection's current schema (the first of its
+``search_path``), so one database can hold several stores side by side:
+
+- ``tiny_agent_lines``: one row per journal line, its exact bytes (without
+  the LF) keyed by ``(session_id, line)``; the header is line 1.  The key is
+  the optimistic-concurrency check: a second row for the same line cannot be
+  committed, so a lost race is an error, never an overwrite.
+- ``tiny_agent_sessions``: the index, one row per session, updated in the same
+  transaction as every line (status, model, tokens, cwd, first prompt, length
+  in lines and bytes, chain head, lineage), with the report's usage buckets
+  cached beside it.
+- ``tiny_agent_checkpoints``: a cache of the fold of a long session at a line
+  boundary (:mod:`tiny_agent.stores.postgres.checkpoints`), one row per session.  It is an
+  addition older tiny-agents ignore, and a checkpoint they do not renew stays
+  valid (it is keyed by the digest of the lines it folded, which are never
+  rewritten), so it does not change the version: tables of version 1 made
+  before it get it on first use (:data:`CREATE_CHECKPOINTS`).
+- ``tiny_agent_schema``: the schema's version, so an older tiny-agent never
+  writes to tables it does not know.
+
+Ids and tails use the ``C`` collation: prefix lookups (``LIKE 'abcd%'``) and
+the neighbour queries that make handles then use plain b-tree indexes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+SCHEMA_VERSION: Final = 1
+LOCK_NAMESPACE: Final = b"tiny-agent session writer\x00"
+SCHEMA_LOCK: Final = 0x7469_6E79_5F73_6368
+"""The advisory lock (a transaction's) that serializes creating the tables: ``tiny_sch``."""
+
+URL_SCHEMES: Final = ("postgresql://", "postgres://")
+
+CREATE_CHECKPOINTS: Final = """CREATE TABLE IF NOT EXISTS tiny_agent_checkpoints (
+        session_id text COLLATE "C" PRIMARY KEY REFERENCES tiny_agent_sessions (id) ON DELETE CASCADE,
+        format integer NOT NULL,
+        fold text NOT NULL,
+        lines integer NOT NULL,
+        bytes bigint NOT NULL,
+        prefix text NOT NULL,
+        body text NOT NULL,
+        snapshot bytea NOT NULL,
+        made_at bigint NOT NULL
+    )"""
+"""Per session: the fold of its first ``lines`` lines (``bytes`` long, SHA-256 ``prefix``) by the code ``fold``.
+
+``snapshot`` is the snapshot's frames, each after its 4-byte length
+(:func:`tiny_agent.fold.snapshot.encode_snapshot`), and ``body`` their
+SHA-256 (a row changed behind our back must not restore into a wrong state).
+"""
+
+CREATE: Final = (
+    """CREATE TABLE IF NOT EXISTS tiny_agent_schema (version integer NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS tiny_agent_sessions (
+        id text COLLATE "C" PRIMARY KEY,
+        tail text COLLATE "C" NOT NULL,
+        version smallint NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        cwd text NOT NULL,
+        provider text NOT NULL,
+        model text NOT NULL,
+        status text NOT NULL,
+        reason text,
+        runs integer NOT NULL DEFAULT 0,
+        prompt text,
+        input bigint NOT NULL DEFAULT 0,
+        output bigint NOT NULL DEFAULT 0,
+        cache_read bigint NOT NULL DEFAULT 0,
+        cache_write bigint NOT NULL DEFAULT 0,
+        lines integer NOT NULL,
+        bytes bigint NOT NULL,
+        chain text,
+        origin_path text,
+        origin_length bigint,
+        origin_sha256 text,
+        parent_id text COLLATE "C",
+        parent_line integer,
+        parent_chain text,
+        buckets bytea,
+        buckets_lines integer
+    )""",
+    """CREATE INDEX IF NOT EXISTS tiny_agent_sessions_created ON tiny_agent_sessions (created_at DESC, id DESC)""",
+    """CREATE INDEX IF NOT EXISTS tiny_agent_sessions_cwd ON tiny_agent_sessions (cwd, created_at DESC, id DESC)""",
+    """CREATE INDEX IF NOT EXISTS tiny_agent_sessions_tail ON tiny_agent_sessions (tail)""",
+    """CREATE TABLE IF NOT EXISTS tiny_agent_lines (
+        session_id text COLLATE "C" NOT NULL REFERENCES tiny_agent_sessions (id),
+        line integer NOT NULL CHECK (line >= 1),
+        bytes bytea NOT NULL,
+        PRIMARY KEY (session_id, line)
+    )""",
+    CREATE_CHECKPOINTS,
+)
+
+CHECKPOINT_OF: Final = """
+    SELECT s.bytes, c.format, c.fold, c.lines, c.bytes, c.prefix, c.body, c.snapshot
+    FROM tiny_agent_sessions s LEFT JOIN tiny_agent_checkpoints c ON c.session_id = s.id
+    WHERE s.id = %s
+"""
+"""The session's length as its index row says, and its checkpoint row (NULLs when it has none), in one round trip."""
+
+SAVE_CHECKPOINT: Final = """
+    INSERT INTO tiny_agent_checkpoints (session_id, format, fold, lines, bytes, prefix, body, snapshot, made_at)
+    VALUES (%(session_id)s, %(format)s, %(fold)s, %(lines)s, %(bytes)s, %(prefix)s, %(body)s, %(snapshot)s, %(made_at)s)
+    ON CONFLICT (session_id) DO UPDATE SET format = EXCLUDED.format, fold = EXCLUDED.fold, lines = EXCLUDED.lines,
+        bytes = EXCLUDED.bytes, prefix = EXCLUDED.prefix, body = EXCLUDED.body, snapshot = EXCLUDED.snapshot,
+        made_at = EXCLUDED.made_at
+"""
+"""Write or replace a session's checkpoint (two readers that both made one: the last one stays; both are valid)."""
+
+SUMMARY_COLUMNS: Final = (
+    "version, created_at, updated_at, cwd, provider, model, status, reason, runs, prompt, input, output, cache_read, "
+    "cache_write, lines, bytes, chain, origin_path, origin_length, origin_sha256, parent_id, parent_line, parent_chain"
+)
+"""The index columns a writer keeps (everything but the id, its tail and the report's cache)."""
+
+_SUMMARY_SET: Final = ", ".join(f"{name} = %({name})s" for name in SUMMARY_COLUMNS.split(", "))
+
+INSERT_SESSION: Final = (
+    f"INSERT INTO tiny_agent_sessions (id, tail, {SUMMARY_COLUMNS}) VALUES (%(id)s, %(tail)s, "
+    + ", ".join(f"%({name})s" for name in SUMMARY_COLUMNS.split(", "))
+    + ")"
+)
+UPDATE_SESSION: Final = f"UPDATE tiny_agent_sessions SET {_SUMMARY_SET} WHERE id = %(id)s"
+
+APPEND: Final = (
+    "WITH line AS (INSERT INTO tiny_agent_lines (session_id, line, bytes) VALUES (%(id)s, %(number)s, %(data)s)) "
+    + UPDATE_SESSION
+)
+"""One line and its index row in one statement, so in one transaction and one round trip."""
+
+INSERT_LINE: Final = "INSERT INTO tiny_agent_lines (session_id, line, bytes) VALUES (%s, %s, %s)"
+COPY_LINES: Final = "COPY tiny_agent_lines (session_id, line, bytes) FROM STDIN (FORMAT BINARY)"
+READ_LINES: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s ORDER BY line"
+READ_LINES_AFTER: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s AND line > %s ORDER BY line"
+READ_LINES_THROUGH: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s AND line <= %s ORDER BY line"
+
+HELD_LOCKS: Final = """
+    SELECT l.classid::bigint, l.objid::bigint, l.pid, coalesce(a.application_name, '')
+    FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+"""Every session-level advisory lock held in this database, and who holds it (a few rows: one per live writer)."""
+
+NEIGHBOURS: Final = """
+    (SELECT max(n.tail) FROM tiny_agent_sessions n WHERE n.tail < s.tail) AS before,
+    (SELECT min(n.tail) FROM tiny_agent_sessions n WHERE n.tail > s.tail) AS after
+"""
+"""The tails either side of a session's in tail order: enough to know its shortest unique handle."""
+
+LISTED_COLUMNS: Final = (
+    "s.id, s.created_at, s.cwd, s.provider, s.model, s.status, s.reason, s.runs, s.prompt, s.input, s.output, "
+    "s.cache_read, s.cache_write, s.origin_path, s.origin_length, s.origin_sha256, s.parent_id, s.parent_line, "
+    "s.parent_chain, s.bytes, s.lines"
+)
+LISTED: Final = f"SELECT {LISTED_COLUMNS}, {NEIGHBOURS} FROM tiny_agent_sessions s"
+"""A listing's rows: the summary columns, then the length, then the tails either side (for the handle)."""
+REPORTED: Final = f"SELECT {LISTED_COLUMNS}, {NEIGHBOURS}, s.buckets, s.buckets_lines FROM tiny_agent_sessions s"
+
+
+def lock_key(schema: str, session_id: str) -> int:
+    """The advisory lock key of a session's writer: 64 bits of SHA-256 over the store's schema and the id.
+
+    The schema is part of it so that two stores in one database (the same
+    session imported into both, say) never block each other's writers.
+    """
+    digest = hashlib.sha256(LOCK_NAMESPACE + schema.encode() + b"\x00" + session_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def lock_parts(key: int) -> tuple[int, int]:
+    """How ``pg_locks`` shows a bigint advisory key: (classid, objid), its high and low 32 bits, unsigned."""
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
+
+
+def application_name(pid: int, host: str) -> str:
+    """What a writer's connection calls itself, so a refused writer can say who holds the session (≤ 63 bytes)."""
+    return f"tiny-agent pid {pid} on {host or '?'}"[:63]
+
+
+def holder_words(application: str, backend: int) -> str:
+    """``pid 123 on host (database backend 456)``: who holds a session, from its connection's name."""
+    prefix = "tiny-agent "
+    who = application[len(prefix) :] if application.startswith(prefix) else (application or "a client")
+    return f"{who} (database backend {backend})"
+
+
+def is_store_url(text: str) -> bool:
+    return text.startswith(URL_SCHEMES)
+
+
+def safe_store_url(url: str) -> str:
+    """The URL without its user's password, nor a ``password`` or secret-looking query parameter: what messages may show."""
+    parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
+    shown_user = user.partition(":")[0] + "@" if at and user.partition(":")[0] else ""
+    query = "&".join(f"{name}={_shown(name, value)}" for name, value in parse_qsl(parts.query, keep_blank_values=True))
+    return f"{parts.scheme}://{shown_user}{host}{parts.path}" + (f"?{query}" if query else "")
+
+
+def _shown(name: str, value: str) -> str:
+    lowered = name.lower()
+    secret = lowered in ("password", "passfile", "sslpassword", "sslkey") or "secret" in lowered or "token" in lowered
+    return "***" if secret else value
+
+
+def without_secrets(text: str, url: str) -> str:
+    """A driver's message with any trace of the URL's password taken out (the driver may quote its conninfo)."""
+    parts = urlsplit(url)
+    secrets = [parts.password or ""]
+    secrets += [value for name, value in parse_qsl(parts.query, keep_blank_values=True) if _shown(name, value) == "***"]
+    text = text.replace(url, safe_store_url(url))
+    for secret in secrets:
+        for form in {secret, unquote(secret)}:
+            if form:
+                text = text.replace(form, "***")
+    return text

@@ -1,0 +1,587 @@
+"""Sessions in PostgreSQL: the same journal, one row per line, for agents that run as a service.
+
+Chosen by a ``postgresql://`` store URL (``--store`` or ``$TINY_AGENT_STORE``);
+this module, and psycopg with it, is imported only then.  The schema and
+statements are :mod:`tiny_agent.stores.postgres.schema`.  What each part keeps of the file
+store's guarantees:
+
+- **Same bytes.** Each line is a row of its exact bytes (without the LF) keyed
+  by ``(session id, line number)``, the header line 1: reading a session's rows
+  in order, each followed by a LF, gives exactly the file the file store would
+  hold.  The writer, the fold and the planner are the file store's.
+- **One writer.** A writer holds ``pg_try_advisory_lock`` on a key derived from
+  the session id, on a connection of its own, for as long as it lives; the
+  lock goes with the connection, so a killed worker's session can be resumed
+  at once by any other.  A second writer is refused (LOCKED) with the
+  holder's pid and host, read from ``pg_locks`` and the holder's
+  ``application_name``.
+- **Whole lines.** A line and its index row are one statement, so one
+  transaction: it commits or it does not.  There is no torn tail to cut.  The
+  primary key makes a second line N impossible to commit: a lost race is an
+  error, never an overwrite.
+- **Durability.** ``fsync`` commits with the server's ``synchronous_commit``;
+  ``process`` turns it off for the writer's connection (a commit survives this
+  process and the server's, not a crash of the server's machine).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import socket
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from tiny_agent.errors import ConfigError, Locked, Misnamed, TinyAgentError
+from tiny_agent.fold.fold import Fold
+from tiny_agent.journal.facts import encode_header
+from tiny_agent.journal.ids import now_ms
+from tiny_agent.journal.links import Origin, Parent, lineage_words
+from tiny_agent.stores import failpoints
+from tiny_agent.stores.base import (
+    HANDLE_MAX,
+    HANDLE_MIN,
+    AmbiguousSession,
+    ProgressCallback,
+    Session,
+    SessionNotFound,
+    file_session,
+    is_journal_path,
+    new_header,
+    tail_of,
+)
+from tiny_agent.stores.catalog import Listed, ReportEntry, Summary, listed_row, summary_of, usage_buckets
+from tiny_agent.stores.files import CHUNK_SIZE, Durability
+from tiny_agent.stores.journal import JournalWriter, cannot_record_responses, lines_of
+from tiny_agent.stores.postgres import schema as pgschema
+
+if TYPE_CHECKING:
+    from tiny_agent.journal.state import SessionState
+    from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
+
+BATCH_ROWS: Final = 2000
+"""Rows a server-side cursor hands over per round trip when a session is read."""
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class StoreUnavailable(TinyAgentError):
+    """The database cannot be reached, or a statement failed for a reason of the server's (never the journal's)."""
+
+    label = "UNAVAILABLE"
+
+
+class SessionHeld(Locked):
+    """Another connection holds the session's writer lock."""
+
+
+class LostRace(OSError):
+    """A line the writer meant to append is already in the database: another writer got there first."""
+
+
+class PgStore:
+    """Sessions as rows of a PostgreSQL database (the tables in the URL's current schema)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.label = pgschema.safe_store_url(url)
+        self._reader: Connection | None = None
+        self._reading = 0
+        self._schema: str | None = None
+
+    # -- connections -------------------------------------------------------------------------
+
+    def connect(self, *, writer: bool = False, durability: Durability = "fsync") -> Connection:
+        """A new autocommit connection, the schema checked (created on first use); a writer's names its process."""
+        name = pgschema.application_name(os.getpid(), socket.gethostname()) if writer else "tiny-agent reader"
+        try:
+            conn: Connection = psycopg.connect(self.url, autocommit=True, application_name=name, connect_timeout=10)
+        except psycopg.Error as error:
+            raise self.unavailable("cannot connect", error) from None
+        try:
+            self._schema = self._schema or self._check_schema(conn)
+            if writer:
+                # A dead machine's connection (and so its lock) is dropped within about a minute, not hours.
+                conn.execute("SET tcp_keepalives_idle = 20; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 3")
+                if durability == "process":
+                    conn.execute("SET synchronous_commit = off")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def unavailable(self, what: str, error: Exception) -> StoreUnavailable:
+        detail = " ".join(str(error).split()) or type(error).__name__
+        return StoreUnavailable(f"{self.label}: {what}: {pgschema.without_secrets(detail, self.url)}")
+
+    def _check_schema(self, conn: Connection) -> str:
+        try:
+            row = conn.execute(
+                "SELECT current_schema(), to_regclass('tiny_agent_schema') IS NOT NULL, "
+                "to_regclass('tiny_agent_checkpoints') IS NOT NULL"
+            ).fetchone()
+            if row is None or row[0] is None:
+                raise ConfigError(f"{self.label}: the connection's search_path names no schema that exists; create it first")
+            schema, exists = str(row[0]), bool(row[1])
+            if exists and not row[2]:
+                add_checkpoint_table(conn)
+            if not exists:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
+                    for statement in pgschema.CREATE:
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO tiny_agent_schema (version) SELECT %s WHERE NOT EXISTS (SELECT 1 FROM tiny_agent_schema)",
+                        (pgschema.SCHEMA_VERSION,),
+                    )
+            found = conn.execute("SELECT max(version) FROM tiny_agent_schema").fetchone()
+        except psycopg.Error as error:
+            raise self.unavailable("cannot prepare the tables", error) from None
+        version = found[0] if found is not None else None
+        if version is not None and version > pgschema.SCHEMA_VERSION:
+            raise ConfigError(
+                f"{self.label}: its tables are schema version {version}, newer than this tiny-agent's "
+                f"{pgschema.SCHEMA_VERSION}; upgrade tiny-agent"
+            )
+        return schema
+
+    def reader(self) -> Connection:
+        if self._reader is None or self._reader.closed:
+            self._reader = self.connect()
+        return self._reader
+
+    def query(self, statement: str, params: Iterable[object] | dict[str, object] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read-only statement on the store's reading connection."""
+        try:
+            return self.reader().execute(statement, params).fetchall()  # type: ignore[arg-type]
+        except psycopg.Error as error:
+            raise self.unavailable("a query failed", error) from None
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def schema(self) -> str:
+        if self._schema is None:
+            self.reader()
+        return self._schema or "public"
+
+    # -- naming sessions -------------------------------------------------------------------
+
+    def resolve(self, reference: str) -> Session:
+        """A path is that journal file; otherwise a session id, a handle, or a unique prefix of an id, in the database."""
+        if is_journal_path(reference):
+            return file_session(reference)
+        if not reference or reference.strip("0123456789abcdef-") or reference.startswith("-"):
+            raise SessionNotFound(f"{reference!r} is neither a journal path, a session id nor a handle")
+        if self.query("SELECT 1 FROM tiny_agent_sessions WHERE id = %s", (reference,)):
+            return self.session(reference)
+        pattern = reference + "%"
+        by_handle = "SELECT id FROM tiny_agent_sessions WHERE tail LIKE %s UNION " if "-" not in reference else ""
+        params = (pattern, pattern) if by_handle else (pattern,)
+        found = [row[0] for row in self.query(f"{by_handle}SELECT id FROM tiny_agent_sessions WHERE id LIKE %s LIMIT 5", params)]
+        if not found:
+            raise SessionNotFound(f"no session {reference!r} in {self.label}")
+        if len(found) > 1:
+            shown = ", ".join(self.handle(session_id, minimum=len(reference) + 1) for session_id in found[:4])
+            more = " and more" if len(found) > 4 else ""
+            raise AmbiguousSession(f"{reference!r} fits {len(found)}{more} sessions ({shown}); give more of it")
+        return self.session(found[0])
+
+    def session(self, session_id: str) -> Session:
+        return Session(id=session_id, name=session_id)
+
+    def handle(self, session_id: str, minimum: int = HANDLE_MIN) -> str:
+        """The session's shortest unique handle in this store: from its neighbours in tail order (two index probes)."""
+        tail = tail_of(session_id)
+        rows = self.query(
+            "SELECT (SELECT max(tail) FROM tiny_agent_sessions WHERE tail < %s), "
+            "(SELECT min(tail) FROM tiny_agent_sessions WHERE tail > %s)",
+            (tail, tail),
+        )
+        before, after = rows[0] if rows else (None, None)
+        return tail[: handle_length(tail, before, after, minimum)]
+
+    def handles(self) -> dict[str, str]:
+        from tiny_agent.stores.base import shortest_handles
+
+        return shortest_handles([row[0] for row in self.query("SELECT id FROM tiny_agent_sessions")])
+
+    def sessions(self) -> list[Session]:
+        rows = self.query("SELECT id FROM tiny_agent_sessions ORDER BY created_at DESC, id DESC")
+        return [self.session(row[0]) for row in rows]
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def chunks(self, session: Session) -> Iterator[bytes]:
+        """The journal's bytes, about a megabyte at a time, streamed from a server-side cursor (memory stays bounded)."""
+        if session.path is not None:
+            from tiny_agent.stores.files import file_chunks
+
+            yield from file_chunks(session.path)
+            return
+        busy = self._reading > 0
+        conn = self.connect() if busy else self.reader()
+        self._reading += 1
+        try:
+            yield from read_chunks(conn, session.id)
+        except psycopg.Error as error:
+            raise self.unavailable(f"reading session {session.id} failed", error) from None
+        finally:
+            self._reading -= 1
+            if busy:
+                conn.close()
+
+    def size(self, session: Session) -> int:
+        """The journal's length in bytes (every line and its LF), as its index row keeps it."""
+        if session.path is not None:
+            return session.path.stat().st_size
+        rows = self.query("SELECT bytes FROM tiny_agent_sessions WHERE id = %s", (session.id,))
+        return int(rows[0][0]) if rows else 0
+
+    def known_length(self, session: Session) -> int | None:
+        """What the index says the journal holds (verify's check that no line was deleted behind the writer's back)."""
+        return None if session.path is not None else self.size(session)
+
+    def holder(self, session: Session) -> str | None:
+        """Who writes the session now, in words (``pid N on HOST (database backend M)``); None when nobody does."""
+        if session.path is not None:
+            from tiny_agent.stores.base import file_holder
+
+            return file_holder(session.path)
+        return self.held_locks().get(pgschema.lock_parts(pgschema.lock_key(self.schema, session.id)))
+
+    def held_locks(self) -> dict[tuple[int, int], str]:
+        return {(row[0], row[1]): pgschema.holder_words(row[3], row[2]) for row in self.query(pgschema.HELD_LOCKS)}
+
+    # -- listing ------------------------------------------------------------------------------
+
+    def listing(
+        self, *, cwd: str | None = None, limit: int | None = None, progress: ProgressCallback | None = None
+    ) -> list[Listed]:
+        """``sessions``: newest first from the index (only those made in ``cwd`` when given), handles and writers live."""
+        statement = pgschema.LISTED + (" WHERE s.cwd = %s" if cwd is not None else "")
+        statement += " ORDER BY s.created_at DESC, s.id DESC" + (" LIMIT %s" if limit is not None else "")
+        params = [value for value in (cwd, limit) if value is not None]
+        held = self.held_locks()
+        rows = self.query(statement, params)
+        handles = {row[0]: tail_of(row[0])[: handle_length(tail_of(row[0]), row[-2], row[-1])] for row in rows}
+        listed = []
+        for row in rows:
+            summary = summary_from_row(row)
+            holder = held.get(pgschema.lock_parts(pgschema.lock_key(self.schema, summary.session))) if held else None
+            parent = summary.parent
+            words = lineage_words(summary.origin, parent, handles.get(parent.session) if parent is not None else None)
+            listed.append(listed_row(summary, handles[summary.session], summary.session, holder, words))
+        return listed
+
+    def report_entries(self, cwd: str | None = None, progress: ProgressCallback | None = None) -> list[ReportEntry]:
+        """Every session's summary with its usage buckets, newest first; buckets older than the session are made again."""
+        statement = pgschema.REPORTED
+        statement += (" WHERE s.cwd = %s" if cwd is not None else "") + " ORDER BY s.created_at DESC, s.id DESC"
+        import msgspec
+
+        from tiny_agent.stores.catalog import Bucket
+
+        entries = []
+        for row in self.query(statement, [cwd] if cwd is not None else []):
+            summary = summary_from_row(row[:-2])
+            buckets, buckets_lines = row[-2], row[-1]
+            lines = int(row[-5])
+            if buckets is None or buckets_lines != lines:
+                summary.buckets = self._buckets(summary, lines)
+            else:
+                summary.buckets = msgspec.json.decode(buckets, type=list[Bucket])
+            tail = tail_of(summary.session)
+            handle = tail[: handle_length(tail, row[-4], row[-3])]
+            entries.append(ReportEntry(handle=handle, path=summary.session, summary=summary))
+        return entries
+
+    def _buckets(self, summary: Summary, lines: int) -> list[Any]:
+        import msgspec
+
+        counted = itertools.islice(lines_of(self.chunks(self.session(summary.session))), lines)
+        buckets = usage_buckets(counted, summary.model or "")
+        self.query(
+            "UPDATE tiny_agent_sessions SET buckets = %s, buckets_lines = %s WHERE id = %s RETURNING 1",
+            (msgspec.json.encode(buckets), lines, summary.session),
+        )
+        return buckets
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        cwd: str,
+        provider: str,
+        model: str,
+        environment_identity: str,
+        durability: Durability = "fsync",
+    ) -> JournalWriter:
+        """A new session: its index row and header line committed together, its writer lock held."""
+        header = new_header(cwd=cwd, provider=provider, model=model, environment_identity=environment_identity)
+        line = encode_header(header)
+        fold = Fold()
+        fold.apply_header(line)
+        conn = self.connect(writer=True, durability=durability)
+        try:
+            self._lock(conn, self.session(header.id))
+            with conn.transaction():
+                conn.execute(pgschema.INSERT_SESSION, index_row(header.id, fold, now_ms()))
+                conn.execute(pgschema.INSERT_LINE, (header.id, 1, line))
+        except psycopg.Error as error:
+            conn.close()
+            raise self.unavailable("cannot create a session", error) from None
+        except BaseException:
+            conn.close()
+            raise
+        return self._writer(conn, header.id, fold)
+
+    def open_writer(
+        self,
+        session: Session,
+        durability: Durability,
+        folder: Callable[[Path], Fold] | None = None,
+        *,
+        checkpoints: PgCheckpoints | None = None,
+    ) -> JournalWriter:
+        """The session's one writer: its lock taken on a connection of its own, then its lines folded (from ``checkpoints``)."""
+        if session.path is not None:
+            from tiny_agent.stores.base import file_writer
+
+            return file_writer(session.path, durability, folder)
+        conn = self.connect(writer=True, durability=durability)
+        try:
+            self._lock(conn, session)
+            fold = fold_rows(conn, session.id) if checkpoints is None else checkpoints.fold(session.id, conn)
+            header_id = fold.state.header.id
+            if header_id != session.id:
+                raise Misnamed(
+                    f"the rows of session {session.id} start with the header of session {header_id}; no writer opens it "
+                    f"(appends meant for one session would land in another)"
+                )
+        except psycopg.Error as error:
+            conn.close()
+            raise self.unavailable(f"cannot open session {session.id}", error) from None
+        except BaseException:
+            conn.close()
+            raise
+        return self._writer(conn, session.id, fold)
+
+    def _lock(self, conn: Connection, session: Session) -> None:
+        key = pgschema.lock_key(self.schema, session.id)
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if row is not None and row[0]:
+            return
+        holder = self.held_locks().get(pgschema.lock_parts(key)) or "another connection"
+        raise SessionHeld(f"session {session.id} is being written by {holder}; only one writer may hold a session")
+
+    def _writer(self, conn: Connection, session_id: str, fold: Fold) -> JournalWriter:
+        appender = RowAppender(self, conn, session_id, fold.lines)
+        writer = JournalWriter(
+            appender,
+            fold,
+            path=Path(session_id),
+            reader=lambda: read_chunks(conn, session_id),
+            refold=lambda: fold_rows(conn, session_id),
+        )
+        appender.fold_of = lambda: writer.fold
+        if "raw" not in fold.profile.fact_kinds:
+            writer.refuse_model_calls(cannot_record_responses(Path(session_id)))
+        return writer
+
+    def create_from(
+        self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
+    ) -> Session:
+        """A new session holding exactly ``lines`` (the header first), all committed in one transaction or none.
+
+        Every line goes through a fold on its way in (the index row is made
+        from it): a line the fold refuses rolls everything back.  The
+        failpoint ``before-link:<label>`` kills the process with every row
+        sent and the transaction not yet committed.
+        """
+        del created
+        conn = self.connect(writer=True, durability=durability)
+        fold = Fold()
+        try:
+            with conn.transaction():
+                copied = iter(lines)
+                header = next(copied, None)
+                if header is None:
+                    raise ValueError("a journal needs its header line")
+                fold.apply_header(header)
+                conn.execute(pgschema.INSERT_SESSION, index_row(session_id, fold, now_ms()))
+                with conn.cursor() as cursor, cursor.copy(pgschema.COPY_LINES) as copy:
+                    copy.set_types(["text", "int4", "bytea"])
+                    copy.write_row((session_id, 1, header))
+                    for number, line in enumerate(copied, start=2):
+                        fold.apply_line(line)
+                        copy.write_row((session_id, number, line))
+                conn.execute(pgschema.UPDATE_SESSION, index_row(session_id, fold, now_ms()))
+                failpoints.maybe_crash(f"before-link:{label}")
+        except pg_errors.UniqueViolation:
+            raise FileExistsError(errno.EEXIST, f"session {session_id} is already in {self.label}") from None
+        except psycopg.Error as error:
+            raise self.unavailable(f"cannot store session {session_id}", error) from None
+        finally:
+            conn.close()
+        return self.session(session_id)
+
+    def lines_match(self, session: Session, lines: Iterable[bytes]) -> bool:
+        """Does the stored session hold exactly these lines (an import of the same file again)?"""
+        stored = (line for _, line in lines_of(self.chunks(session)))
+        return all(a == b for a, b in itertools.zip_longest(stored, lines))
+
+
+class RowAppender:
+    """A PostgreSQL writer's end: each line one row, its index row updated in the same statement."""
+
+    def __init__(self, store: PgStore, conn: Connection, session_id: str, lines: int) -> None:
+        self.name = session_id
+        self._store = store
+        self._conn = conn
+        self._session_id = session_id
+        self._lines = lines
+        self.fold_of: Callable[[], Fold] | None = None
+
+    def append(self, data: bytes, label: str) -> None:
+        failpoints.disk_full(label)
+        if self.fold_of is None:
+            raise RuntimeError("the appender is not bound to its writer")
+        number = self._lines + 1
+        params = index_row(self._session_id, self.fold_of(), now_ms())
+        params.update(number=number, data=data[:-1] if data.endswith(b"\n") else data)
+        try:
+            if failpoints.hit(f"mid-write:{label}"):
+                # Killed with the row sent inside an open transaction: the server rolls it back when the connection drops.
+                with self._conn.transaction():
+                    self._conn.execute(pgschema.APPEND, params)
+                    failpoints.crash()
+            self._conn.execute(pgschema.APPEND, params)
+        except pg_errors.UniqueViolation:
+            raise LostRace(
+                errno.EEXIST,
+                f"line {number} of session {self._session_id} is already in the database (another writer appended it; "
+                f"nothing was overwritten)",
+            ) from None
+        except psycopg.Error as error:
+            detail = pgschema.without_secrets(" ".join(str(error).split()), self._store.url)
+            raise OSError(errno.EIO, f"the database did not take line {number}: {detail}") from None
+        self._lines = number
+
+    def close(self) -> None:
+        """Closing the connection releases the session's advisory lock."""
+        self._conn.close()
+
+
+def read_chunks(conn: Connection, session_id: str, after: int = 0) -> Iterator[bytes]:
+    """The session's lines after line ``after``, each with its LF, joined into chunks of about a megabyte."""
+    with conn.transaction(), conn.cursor(name=f"tiny_agent_lines_{os.getpid()}", binary=True) as cursor:
+        cursor.itersize = BATCH_ROWS
+        cursor.execute(pgschema.READ_LINES_AFTER, (session_id, after))
+        pending: list[bytes] = []
+        size = 0
+        for (data,) in cursor:
+            pending.append(data)
+            pending.append(b"\n")
+            size += len(data) + 1
+            if size >= CHUNK_SIZE:
+                yield b"".join(pending)
+                pending = []
+                size = 0
+        if pending:
+            yield b"".join(pending)
+
+
+def add_checkpoint_table(conn: Connection) -> None:
+    """Tables made before checkpoints get their table; a role that may not create it goes on without (a cache)."""
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
+            conn.execute(pgschema.CREATE_CHECKPOINTS)
+    except pg_errors.InsufficientPrivilege:
+        return  # its folds then say, in one line each, that they have no checkpoint to read
+
+
+def fold_rows(conn: Connection, session_id: str) -> Fold:
+    from tiny_agent.stores.journal import fold_chunks
+
+    return fold_chunks(read_chunks(conn, session_id))
+
+
+def handle_length(tail: str, before: str | None, after: str | None, minimum: int = HANDLE_MIN) -> int:
+    shared = max(_common(tail, before or ""), _common(tail, after or ""))
+    return min(max(minimum, shared + 1), HANDLE_MAX)
+
+
+def _common(left: str, right: str) -> int:
+    return next((index for index, (a, b) in enumerate(zip(left, right, strict=False)) if a != b), min(len(left), len(right)))
+
+
+def index_row(session_id: str, fold: Fold, updated: int) -> dict[str, object]:
+    """The session's index row as the fold leaves it (every column the writer keeps)."""
+    state: SessionState = fold.state
+    summary = summary_of(state)
+    header = state.header
+    origin, parent = state.origin, state.parent
+    return {
+        "id": session_id,
+        "tail": tail_of(session_id),
+        "version": state.version,
+        "created_at": header.createdAt,
+        "updated_at": updated,
+        "cwd": header.cwd,
+        "provider": header.provider,
+        "model": header.model,
+        "status": summary.status,
+        "reason": summary.reason,
+        "runs": summary.runs,
+        "prompt": summary.prompt,
+        "input": summary.input,
+        "output": summary.output,
+        "cache_read": summary.cacheRead,
+        "cache_write": summary.cacheWrite,
+        "lines": fold.lines,
+        "bytes": fold.committed_length,
+        "chain": fold.chain if fold.version >= 3 else None,
+        "origin_path": origin.path if origin is not None else None,
+        "origin_length": origin.length if origin is not None else None,
+        "origin_sha256": origin.sha256 if origin is not None else None,
+        "parent_id": parent.session if parent is not None else None,
+        "parent_line": parent.line if parent is not None else None,
+        "parent_chain": parent.chain if parent is not None else None,
+    }
+
+
+def summary_from_row(row: tuple[Any, ...]) -> Summary:
+    """A listing row (:data:`tiny_agent.stores.postgres.schema.LISTED`) as the catalog's summary."""
+    session, created, cwd, provider, model, status, reason, runs, prompt = row[:9]
+    tokens_in, tokens_out, cache_read, cache_write = row[9:13]
+    origin_path, origin_length, origin_sha256, parent_id, parent_line, parent_chain = row[13:19]
+    origin = Origin(path=origin_path, length=origin_length, sha256=origin_sha256) if origin_path is not None else None
+    parent = Parent(session=parent_id, line=parent_line, chain=parent_chain) if parent_id is not None else None
+    return Summary(
+        session=session,
+        created=created,
+        model=model,
+        status=status,
+        cwd=cwd,
+        provider=provider,
+        runs=runs,
+        prompt=prompt,
+        input=tokens_in,
+        output=tokens_out,
+        cacheRead=cache_read,
+        cacheWrite=cache_write,
+        reason=reason,
+        origin=origin,
+        parent=parent,
+    )

@@ -1,0 +1,331 @@
+"""Quirk adapters: small, named, versioned rewrites of a Chat Completions body before the seam.
+
+Some providers send bodies that are almost, but not quite, the Chat
+Completions shape: vLLM answers with ``"tool_calls": []``, Groq and Azure omit
+``content`` next to tool calls, Mistral sends ``content`` as a list of parts
+and calls without ``type``, llama.cpp can send ``arguments`` as an object.  The
+seam (:mod:`tiny_agent.wire.chat.seam`) rightly rejects all of these, and stays
+unchanged: a profile names the adapters its provider needs, and they run on
+the decoded body first.
+
+Every adapter looks only at ``choices[*].message`` and:
+
+- never mutates its input (containers on a changed path are copied);
+- returns the new body and a list of :class:`Change` records for audit;
+- leaves a shape it does not recognise untouched, so the seam decides.
+
+An adapter is referred to by ``name`` (its current version) or ``name@N``
+(exactly version N); the configuration snapshot's ``adapterIdentity`` records
+the versions, so audit and recovery re-derive a stored response with exactly
+the adapters its attempt used (:func:`parse_adapter_identity`).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
+
+import msgspec
+
+from tiny_agent.errors import ConfigError
+from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.wire.chat.seam import Outcome, normalize_body, normalize_response
+
+Api = Literal["chat", "anthropic", "responses"]
+"""The wire API a profile speaks: Chat Completions, Anthropic Messages, OpenAI Responses."""
+
+ChangeKind = Literal["added", "removed", "replaced"]
+
+
+class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One rewrite an adapter made, for audit: which adapter, where, and what."""
+
+    adapter: str
+    """``name@version``."""
+    path: str
+    """JSON path in the body, in the seam's notation: ``choices[0].message.content``."""
+    kind: ChangeKind
+    detail: str
+    """One line: what was there and what is there now."""
+
+
+MessageRewrite = Callable[[dict[str, Any], str, str], tuple[dict[str, Any], list[Change]]]
+"""``(message, path of the message, adapter reference) -> (message, changes)``; the same object when unchanged."""
+
+CallRewrite = tuple[dict[str, Any], str, ChangeKind, str]
+"""A rewritten call, the changed member's path inside the call, and the change's kind and detail."""
+
+
+class Adapter(msgspec.Struct, frozen=True):
+    name: str
+    version: int
+    summary: str
+    rewrite: MessageRewrite
+
+    @property
+    def reference(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+# -- the adapters ---------------------------------------------------------------
+
+
+def _absent_content_is_null(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    if "content" in message:
+        return message, []
+    change = Change(ref, f"{where}.content", "added", "no content member; added content: null")
+    return {**message, "content": None}, [change]
+
+
+def _empty_tool_calls_is_none(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    calls = message.get("tool_calls")
+    if type(calls) is not list or calls:
+        return message, []
+    rewritten = {key: value for key, value in message.items() if key != "tool_calls"}
+    return rewritten, [Change(ref, f"{where}.tool_calls", "removed", "removed an empty tool_calls array")]
+
+
+def _missing_call_type_is_function(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    return _rewrite_calls(message, where, ref, _call_with_type)
+
+
+def _call_with_type(call: Any) -> CallRewrite | None:
+    if type(call) is not dict or "type" in call:
+        return None
+    # Keep the call's own member order; "type" is simply appended.
+    return {**call, "type": "function"}, "type", "added", 'no type member; added type: "function"'
+
+
+def _content_parts_to_text(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    parts = message.get("content")
+    if type(parts) is not list:
+        return message, []
+    texts: list[str] = []
+    for part in parts:
+        if type(part) is not dict or type(part.get("type")) is not str:
+            return message, []
+        if part["type"] != "text":
+            continue
+        text = part.get("text")
+        if type(text) is not str:
+            return message, []
+        texts.append(text)
+    dropped = len(parts) - len(texts)
+    content = "".join(texts) if texts else None
+    shown = "null" if content is None else f"the text of {len(texts)} text part(s)"
+    detail = f"a list of {len(parts)} part(s) became {shown}; {dropped} other part(s) dropped"
+    return {**message, "content": content}, [Change(ref, f"{where}.content", "replaced", detail)]
+
+
+def _object_arguments_to_json(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    return _rewrite_calls(message, where, ref, _call_with_text_arguments)
+
+
+def _call_with_text_arguments(call: Any) -> CallRewrite | None:
+    text = _arguments_text(call)
+    if text is None:
+        return None
+    function = {**call["function"], "arguments": text}
+    return {**call, "function": function}, "function.arguments", "replaced", "an object became its compact JSON text"
+
+
+def _rewrite_calls(
+    message: dict[str, Any], where: str, ref: str, rewrite: Callable[[Any], CallRewrite | None]
+) -> tuple[dict[str, Any], list[Change]]:
+    """``rewrite`` applied to each of the message's tool calls (None: that call stays as it is)."""
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return message, []
+    changes: list[Change] = []
+    rewritten_calls: list[Any] = []
+    for index, call in enumerate(calls):
+        rewritten = rewrite(call)
+        if rewritten is None:
+            rewritten_calls.append(call)
+            continue
+        new_call, member, kind, detail = rewritten
+        rewritten_calls.append(new_call)
+        changes.append(Change(ref, f"{where}.tool_calls[{index}].{member}", kind, detail))
+    if not changes:
+        return message, []
+    return {**message, "tool_calls": rewritten_calls}, changes
+
+
+def _arguments_text(call: Any) -> str | None:
+    """The compact JSON text of a call's object ``arguments``; None when there is nothing to rewrite."""
+    if type(call) is not dict:
+        return None
+    function = call.get("function")
+    if type(function) is not dict or type(function.get("arguments")) is not dict:
+        return None
+    try:
+        # msgspec keeps member order and writes non-ASCII as UTF-8, not \u escapes.
+        return msgspec.json.encode(function["arguments"]).decode("utf-8")
+    except (msgspec.EncodeError, UnicodeEncodeError, OverflowError, TypeError):
+        # A value no JSON text can hold (a lone surrogate, say): leave it for the seam to reject.
+        return None
+
+
+ADAPTERS: Final[tuple[Adapter, ...]] = (
+    Adapter(
+        "absent-content-is-null",
+        1,
+        "a message with no content member gets content: null (Groq, Azure, Mistral with tool calls)",
+        _absent_content_is_null,
+    ),
+    Adapter(
+        "empty-tool-calls-is-none",
+        1,
+        "tool_calls: [] is removed (vLLM sends it with ordinary answers)",
+        _empty_tool_calls_is_none,
+    ),
+    Adapter(
+        "missing-call-type-is-function",
+        1,
+        'a tool call without type gets type: "function" (Mistral)',
+        _missing_call_type_is_function,
+    ),
+    Adapter(
+        "content-parts-to-text",
+        1,
+        "a list content becomes the concatenated text of its text parts; other parts are dropped (Mistral)",
+        _content_parts_to_text,
+    ),
+    Adapter(
+        "object-arguments-to-json",
+        1,
+        "object arguments become their compact JSON text, member order and non-ASCII kept (llama.cpp)",
+        _object_arguments_to_json,
+    ),
+)
+
+ADAPTER_NAMES: Final[tuple[str, ...]] = tuple(adapter.name for adapter in ADAPTERS)
+_BY_REFERENCE: Final[dict[str, Adapter]] = {
+    **{adapter.name: adapter for adapter in ADAPTERS},
+    **{adapter.reference: adapter for adapter in ADAPTERS},
+}
+
+
+def find_adapter(reference: str) -> Adapter:
+    """The adapter ``name`` (current version) or ``name@N`` (exactly that version)."""
+    adapter = _BY_REFERENCE.get(reference)
+    if adapter is None:
+        raise ConfigError(f"unknown adapter {reference!r} (known: {', '.join(ADAPTER_NAMES)})")
+    return adapter
+
+
+def is_known_adapter(reference: str) -> bool:
+    return reference in _BY_REFERENCE
+
+
+# -- applying them ----------------------------------------------------------------
+
+
+def apply(body: Any, adapter_names: Sequence[str]) -> tuple[Any, list[Change]]:
+    """Run the named adapters, in order, on a decoded Chat Completions body.
+
+    Returns the (possibly new) body and every change made.  The input is never
+    mutated; with no change the very same object comes back.  Raises
+    ``ConfigError`` only for an unknown adapter name, never for the body.
+    """
+    adapters = [find_adapter(name) for name in adapter_names]
+    changes: list[Change] = []
+    for adapter in adapters:
+        body = _rewrite_messages(body, adapter, changes)
+    return body, changes
+
+
+def _rewrite_messages(body: Any, adapter: Adapter, changes: list[Change]) -> Any:
+    """Apply one adapter to every ``choices[i].message`` object, copying only what changes."""
+    if type(body) is not dict:
+        return body
+    choices = body.get("choices")
+    if type(choices) is not list:
+        return body
+    rewritten_choices: list[Any] = []
+    changed = False
+    for index, choice in enumerate(choices):
+        message = choice.get("message") if type(choice) is dict else None
+        if type(message) is not dict:
+            rewritten_choices.append(choice)
+            continue
+        rewritten, made = adapter.rewrite(message, f"choices[{index}].message", adapter.reference)
+        if rewritten is message:
+            rewritten_choices.append(choice)
+            continue
+        rewritten_choices.append({**choice, "message": rewritten})
+        changes.extend(made)
+        changed = True
+    if not changed:
+        return body
+    return {**body, "choices": rewritten_choices}
+
+
+def normalize_chat(body: bytes | str, adapter_names: Sequence[str]) -> tuple[Outcome, list[Change]]:
+    """Decode a stored Chat Completions body strictly, adapt it, and run the unchanged seam.
+
+    A body that is not JSON is the seam's own rejection (no adapter runs on it).
+    """
+    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    try:
+        value = LineDecoder().decode(data)
+    except ProfileViolation:
+        return normalize_body(body), []
+    adapted, changes = apply(value, adapter_names)
+    return normalize_response(adapted), changes
+
+
+# -- the configuration snapshot's adapterIdentity -----------------------------------
+
+API_IDENTITIES: Final[dict[Api, str]] = {
+    "chat": "chat-completions:v1",
+    "anthropic": "anthropic-messages:v1",
+    "responses": "openai-responses:v1",
+}
+_API_OF_IDENTITY: Final[dict[str, Api]] = {identity: api for api, identity in API_IDENTITIES.items()}
+_REFERENCE_PATTERN: Final = re.compile(r"[a-z0-9-]+@[1-9][0-9]*")
+
+
+class AdapterIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What an ``adapterIdentity`` string says: the wire API and the adapters, with versions."""
+
+    api: Api
+    adapters: tuple[str, ...]
+    """``name@version`` references, in the order they ran."""
+    recognised: bool
+    """False for an identity this version did not write (read as chat with no adapters)."""
+
+
+def adapter_identity(api: Api, adapter_names: Sequence[str]) -> str:
+    """``chat-completions:v1`` with no adapters (what journals held before adapters existed);
+    ``chat-completions:v1+absent-content-is-null@1,content-parts-to-text@1`` with some."""
+    base = API_IDENTITIES[api]
+    if not adapter_names:
+        return base
+    if api != "chat":
+        raise ConfigError(f"adapters apply to the chat API only, not to {api}")
+    references = [find_adapter(name).reference for name in adapter_names]
+    return f"{base}+{','.join(references)}"
+
+
+def parse_adapter_identity(identity: str) -> AdapterIdentity:
+    """The API and adapters an identity names; anything not written by this code reads as plain chat.
+
+    ``openrouter:chat-completions:v1`` (the spec's example) and identities that
+    name an adapter or version this code does not have are not recognised:
+    they read as chat with no adapters, and ``recognised`` says so.
+    """
+    base, plus, listed = identity.partition("+")
+    api = _API_OF_IDENTITY.get(base)
+    if api is None:
+        return AdapterIdentity(api="chat", adapters=(), recognised=False)
+    if not plus:
+        return AdapterIdentity(api=api, adapters=(), recognised=True)
+    references = tuple(listed.split(","))
+    well_formed = api == "chat" and all(_REFERENCE_PATTERN.fullmatch(ref) for ref in references)
+    if not well_formed or not all(is_known_adapter(ref) for ref in references):
+        return AdapterIdentity(api="chat", adapters=(), recognised=False)
+    return AdapterIdentity(api=api, adapters=references, recognised=True)

@@ -1,0 +1,556 @@
+"""Chat Completions streams: the chunks of one ``text/event-stream`` body reassembled into one body.
+
+The journal keeps a streamed response as the exact bytes of its body.  This
+module derives, from those bytes alone, the one Chat Completions body a
+non-streamed request would have returned; the unchanged seam
+(:func:`tiny_agent.wire.chat.seam.normalize_response`) then normalizes it.  Audit
+re-runs the same derivation, so it is pure and deterministic.
+
+The rules (issue 10, item 3):
+
+- framing is :mod:`tiny_agent.wire.sse`; ``data: [DONE]`` ends the stream and
+  anything after it is ignored;
+- every other data payload is one chunk, parsed under the journal's strict
+  JSON profile (no duplicate keys, no lone surrogates);
+- per choice (merged by the choice's ``index``), the members of ``delta``
+  accumulate into the message: strings concatenate, except ``index`` and
+  ``type``, which keep their first value; ``tool_calls`` merge by their
+  ``index`` and the members of each call merge the same way, nested objects
+  (``function``) member by member; any other value: the first non-null wins;
+- ``finish_reason`` takes the last non-null value per choice, the top-level
+  ``usage`` the last non-null value, ``id`` and ``model`` the first;
+- a chunk with a top-level ``error``, a payload that is not JSON, or a stream
+  with no ``finish_reason`` for choice 0 is rejected, naming the event.
+
+Choices this module makes where the issue is silent (docs/normalize.md, "Streams"):
+
+- ``role`` keeps its first value, like ``type``: some servers repeat it in
+  every delta, and concatenating it could only produce ``"assistantassistant"``.
+  A later, *different* role is a rejection (a message has one role);
+- a member that changes kind (a string, then an object) cannot be merged by
+  any rule and is a rejection; so is a chunk that is not an object, or a
+  choice or call without a non-negative integer ``index``;
+- the assembled message always has ``content`` (the concatenation, or null
+  when no delta carried any: a stream cannot say "missing"); it has
+  ``tool_calls`` only when a call piece arrived, ordered by ``index``.
+
+Pure: no I/O.  Never raises for any input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import msgspec
+
+from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.wire.sse import SseEvent, parse_events
+from tiny_agent.wire.wording import error_text, kind
+
+DONE: Final = "[DONE]"
+"""The data of the event that ends a Chat Completions stream."""
+
+_KEEP_FIRST: Final = frozenset(("index", "type"))
+"""Delta members that are identifiers, not text: they keep their first value."""
+
+_MISSING: Final = object()
+
+_Where = tuple[str | int, ...]
+"""Where a member sits inside one chunk: ``("choices", 0, "delta", "tool_calls", 1)``."""
+
+
+class Reassembled(msgspec.Struct, frozen=True):
+    """A stream reassembled into the body a non-streamed request would have returned."""
+
+    body: dict[str, Any]
+    """``{"id", "object": "chat.completion", "model", "choices": [{"index", "message", "finish_reason"}], "usage"}``."""
+    chunks: int
+    """Data events before ``[DONE]`` (or before the end of the body)."""
+    bytes: int
+    """The UTF-8 size of the whole body, comments and keep-alives included."""
+    dropped: list[str]
+    """Paths (``chunks[*].…``) of the chunk members reassembly did not carry into the body, deduplicated, first seen first."""
+    done: bool
+    """Whether ``data: [DONE]`` arrived."""
+
+
+class StreamRejected(msgspec.Struct, frozen=True):
+    reason: str
+    """One line naming the event and the rule broken."""
+    chunks: int
+    """Data events read, up to and including the one rejected."""
+    bytes: int
+    usage: Any | None = None
+    """The last ``usage`` that arrived (the rejected chunk's included): the tokens were paid for."""
+
+
+StreamOutcome = Reassembled | StreamRejected
+
+
+def reassemble(text: str) -> StreamOutcome:
+    """Reassemble the whole body of one Chat Completions stream."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return reassemble_events(parse_events(text), size)
+
+
+def reassemble_events(events: Iterable[SseEvent], size: int) -> StreamOutcome:
+    """Reassemble a stream from its framed events (``size``: the body's byte count, for the record)."""
+    assembler = _Assembler()
+    for event in events:
+        assembler.push(event)
+        if assembler.stopped:
+            break
+    return assembler.outcome(size)
+
+
+# -- the live view --------------------------------------------------------------
+
+
+class ShownText(msgspec.Struct, frozen=True, tag="text"):
+    """A piece of choice 0's text, as it arrived."""
+
+    text: str
+
+
+class ShownToolCall(msgspec.Struct, frozen=True, tag="toolCall"):
+    """A tool call of choice 0 whose arguments are complete."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+    """The argument text (a non-string value as its JSON text)."""
+    revised: bool = False
+    """The call was announced before, and pieces arrived after that (an interleaved stream): this is its final form."""
+
+
+Shown = ShownText | ShownToolCall
+
+
+class LiveChatView:
+    """What a terminal shows while a stream arrives: feed it events, get display events.
+
+    Text deltas of choice 0 are shown as they come (reasoning is not shown).
+    A tool call is announced once its arguments are complete: when a call
+    with a new index starts, or choice 0's ``finish_reason`` arrives, or
+    ``[DONE]``.  In a stream that interleaves calls, a call can receive
+    pieces after a new index started; it is then announced again, complete,
+    at the end, marked ``revised``.  After a rejection nothing more is shown:
+    the journal's reassembly of the raw bytes has the last word.
+    """
+
+    def __init__(self) -> None:
+        self._assembler = _Assembler()
+        self._seen: set[int] = set()
+        self._pending: list[int] = []
+        """Calls seen and not yet announced (at most one: a new index announces the one before)."""
+        self._revised: set[int] = set()
+
+    def push(self, event: SseEvent) -> list[Shown]:
+        assembler = self._assembler
+        if assembler.stopped:
+            return []
+        chunk = assembler.push(event)
+        if assembler.done:
+            return self._announce_at_end()
+        if chunk is None:
+            return []
+        shown: list[Shown] = []
+        for choice in chunk.get("choices") or ():
+            if choice["index"] != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if type(text) is str and text:
+                shown.append(ShownText(text=text))
+            for call in delta.get("tool_calls") or ():
+                self._saw_call(call["index"], shown)
+            if choice.get("finish_reason") is not None:
+                shown.extend(self._announce_at_end())
+        return shown
+
+    def _saw_call(self, index: int, shown: list[Shown]) -> None:
+        if index in self._seen:
+            if index not in self._pending:
+                self._revised.add(index)
+            return
+        shown.extend(self._announce_pending())
+        self._seen.add(index)
+        self._pending.append(index)
+
+    def _announce_pending(self) -> list[Shown]:
+        shown: list[Shown] = [self._call(index, revised=False) for index in self._pending]
+        self._pending = []
+        return shown
+
+    def _announce_at_end(self) -> list[Shown]:
+        """The call still pending, then every call that changed after it was announced (only the end is sure)."""
+        shown = self._announce_pending()
+        shown.extend(self._call(index, revised=True) for index in sorted(self._revised))
+        self._revised = set()
+        return shown
+
+    def _call(self, index: int, revised: bool) -> ShownToolCall:
+        call = self._assembler.call_so_far(index)
+        function = call.get("function")
+        if type(function) is not dict:
+            function = {}
+        call_id = call.get("id")
+        name = function.get("name")
+        arguments = function.get("arguments")
+        return ShownToolCall(
+            index=index,
+            id=call_id if type(call_id) is str else None,
+            name=name if type(name) is str else None,
+            arguments=_as_text(arguments),
+            revised=revised,
+        )
+
+
+# -- accumulation -----------------------------------------------------------------
+
+
+class _Pieces(list[str]):
+    """A string member's pieces, joined once at the end (never quadratic)."""
+
+
+class _Members(dict[str, Any]):
+    """An object inside a tool call, merged member by member."""
+
+
+class _Calls(dict[int, _Members]):
+    """A choice's tool calls by their ``index``."""
+
+
+class _Choice:
+    __slots__ = ("message", "finish_reason")
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {}
+        """Delta members in first-arrival order: strings as _Pieces, ``tool_calls`` as _Calls."""
+        self.finish_reason: Any = None
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Assembler:
+    """The incremental state of one reassembly: push events, then ask for the outcome."""
+
+    def __init__(self) -> None:
+        self._decode = LineDecoder().decode
+        self.events = 0
+        self.chunks = 0
+        self.done = False
+        self.rejection: str | None = None
+        self._id: Any = None
+        self._model: Any = None
+        self._usage: Any = None
+        self._choices: dict[int, _Choice] = {}
+        self._dropped: dict[str, None] = {}
+        """An ordered set of paths."""
+        self._chunk_extras: set[str] = set()
+        self._choice_extras: set[str] = set()
+        """Members already listed as dropped, so a chunk does not build their paths again."""
+
+    @property
+    def stopped(self) -> bool:
+        return self.done or self.rejection is not None
+
+    def push(self, event: SseEvent) -> dict[str, Any] | None:
+        """Take one event; return its chunk if it was merged (None for [DONE], a rejection, or after the end)."""
+        if self.stopped:
+            return None
+        self.events += 1
+        if event.data == DONE:
+            self.done = True
+            return None
+        self.chunks += 1
+        try:
+            chunk = self._decode(event.data.encode("utf-8", "surrogatepass"))
+        except ProfileViolation as error:
+            self.rejection = f"event {self.events}: data is not JSON: {error}"
+            return None
+        try:
+            return self._merge_chunk(chunk)
+        except _Reject as rejection:
+            self.rejection = f"event {self.events}: {rejection.reason}"
+            return None
+        except RecursionError:
+            self.rejection = f"event {self.events}: chunk nested too deeply to merge"
+            return None
+
+    def outcome(self, size: int) -> StreamOutcome:
+        if self.rejection is not None:
+            return self._rejected(self.rejection, size)
+        first = self._choices.get(0)
+        if first is None or first.finish_reason is None:
+            return self._rejected(self._unfinished(), size)
+        try:
+            choices = [_finished_choice(index, self._choices[index]) for index in sorted(self._choices)]
+        except RecursionError:
+            return self._rejected("the reassembled message is nested too deeply", size)
+        body = {"id": self._id, "object": "chat.completion", "model": self._model, "choices": choices, "usage": self._usage}
+        return Reassembled(body=body, chunks=self.chunks, bytes=size, dropped=list(self._dropped), done=self.done)
+
+    def _rejected(self, reason: str, size: int) -> StreamRejected:
+        return StreamRejected(reason=reason, chunks=self.chunks, bytes=size, usage=self._usage)
+
+    def call_so_far(self, index: int) -> dict[str, Any]:
+        """Choice 0's call ``index`` as accumulated so far (empty when there is none)."""
+        choice = self._choices.get(0)
+        calls = choice.message.get("tool_calls") if choice is not None else None
+        if type(calls) is not _Calls or index not in calls:
+            return {}
+        return _finished_members(calls[index])
+
+    def _unfinished(self) -> str:
+        rule = "without a finish_reason for choice 0"
+        if self.done:
+            return f"event {self.events}: [DONE] arrived {rule}"
+        if self.events == 0:
+            return f"the stream has no events ({rule})"
+        return f"the stream ended after event {self.events} {rule}"
+
+    # -- one chunk ----------------------------------------------------------------
+
+    def _merge_chunk(self, chunk: Any) -> dict[str, Any]:
+        if type(chunk) is not dict:
+            raise _Reject(f"chunk is {kind(chunk)} (expected an object)")
+        error = chunk.get("error")
+        if error is not None:
+            # An error chunk's usage was paid for too.
+            self._take_usage(chunk.get("usage"))
+            raise _Reject(f"provider reported an error: {error_text(error)}")
+        for key, value in chunk.items():
+            if key == "choices":
+                self._merge_choices(value)
+            elif key == "usage":
+                self._take_usage(value)
+            elif key == "id":
+                self._id = self._first(self._id, value, key)
+            elif key == "model":
+                self._model = self._first(self._model, value, key)
+            elif key not in self._chunk_extras:
+                self._chunk_extras.add(key)
+                self._dropped[f"chunks[*].{key}"] = None
+        return chunk
+
+    def _first(self, current: Any, value: Any, key: str) -> Any:
+        if current is None:
+            return value
+        if value is not None and value != current:
+            self._dropped[f"chunks[*].{key}"] = None
+        return current
+
+    def _take_usage(self, usage: Any) -> None:
+        if usage is None:
+            return
+        if self._usage is not None and usage != self._usage:
+            self._dropped["chunks[*].usage"] = None
+        self._usage = usage
+
+    def _merge_choices(self, choices: Any) -> None:
+        if choices is None:
+            return
+        if type(choices) is not list:
+            raise _Reject(f"choices is {kind(choices)} (expected an array)")
+        for position, choice in enumerate(choices):
+            if type(choice) is not dict:
+                raise _Reject(f"choices[{position}] is {kind(choice)} (expected an object)")
+            index = choice.get("index", _MISSING)
+            if type(index) is not int or index < 0:
+                raise _Reject(f"choices[{position}].index is {_describe(index)} (expected a non-negative integer)")
+            state = self._choices.get(index)
+            if state is None:
+                state = self._choices[index] = _Choice()
+            for key, value in choice.items():
+                if key == "delta":
+                    self._merge_delta(state, value, position)
+                elif key == "finish_reason":
+                    if value is not None:
+                        if state.finish_reason is not None and value != state.finish_reason:
+                            self._dropped["chunks[*].choices[*].finish_reason"] = None
+                        state.finish_reason = value
+                elif key != "index" and key not in self._choice_extras:
+                    self._choice_extras.add(key)
+                    self._dropped[f"chunks[*].choices[*].{key}"] = None
+
+    def _merge_delta(self, state: _Choice, delta: Any, position: int) -> None:
+        if delta is None:
+            return
+        if type(delta) is not dict:
+            raise _Reject(f"choices[{position}].delta is {kind(delta)} (expected an object)")
+        message = state.message
+        for key, value in delta.items():
+            current = message.get(key)
+            if type(current) is _Pieces and type(value) is str:
+                # The common case, a text piece, without the general merge's checks.
+                current.append(value)
+            elif key == "tool_calls":
+                self._merge_calls(message, value, ("choices", position, "delta"))
+            elif key == "role":
+                _merge_role(message, value, ("choices", position, "delta"))
+            else:
+                _merge_member(message, key, value, ("choices", position, "delta"), False, self._dropped)
+
+    def _merge_calls(self, message: dict[str, Any], calls: Any, where: _Where) -> None:
+        if calls is None:
+            return
+        if type(calls) is not list:
+            raise _Reject(f"{_concrete(where, 'tool_calls')} is {kind(calls)} (expected an array)")
+        if not calls:
+            # An empty array says "no call pieces in this chunk" (vLLM sends one with text).
+            return
+        merged = message.get("tool_calls")
+        if merged is None:
+            merged = message["tool_calls"] = _Calls()
+        call_where = (*where, "tool_calls")
+        for position, call in enumerate(calls):
+            here = (*call_where, position)
+            if type(call) is not dict:
+                raise _Reject(f"{_concrete(call_where, position)} is {kind(call)} (expected an object)")
+            index = call.get("index", _MISSING)
+            if type(index) is not int or index < 0:
+                raise _Reject(f"{_concrete(here, 'index')} is {_describe(index)} (expected a non-negative integer)")
+            members = merged.get(index)
+            if members is None:
+                members = merged[index] = _Members()
+            for key, value in call.items():
+                _merge_member(members, key, value, here, True, self._dropped)
+
+
+def _merge_role(message: dict[str, Any], role: Any, where: _Where) -> None:
+    current = message.get("role")
+    if current is None:
+        message["role"] = role
+        return
+    if role is not None and role != current:
+        raise _Reject(f"{_concrete(where, 'role')} is {_short(role)} after {_short(current)} (a message has one role)")
+
+
+def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, deep: bool, dropped: dict[str, None]) -> None:
+    """Merge one delta member; ``deep``: inside a tool call, where objects merge member by member."""
+    current = members.get(key)
+    if current is None:
+        # Absent, or null so far: this value starts the member (a null keeps its place).
+        members[key] = _started(key, value, where, deep, dropped)
+        return
+    if value is None:
+        return
+    if key in _KEEP_FIRST:
+        if value != current:
+            dropped[_star(where, key)] = None
+        return
+    if type(current) is _Pieces:
+        if type(value) is not str:
+            raise _Reject(f"{_concrete(where, key)} is {kind(value)} after a string (the pieces cannot be joined)")
+        current.append(value)
+        return
+    if type(value) is str:
+        raise _Reject(f"{_concrete(where, key)} is a string after {kind(_finished(current))} (the pieces cannot be joined)")
+    if type(current) is _Members:
+        if type(value) is not dict:
+            raise _Reject(f"{_concrete(where, key)} is {kind(value)} after an object (the pieces cannot be merged)")
+        inner = (*where, key)
+        for name, member in value.items():
+            _merge_member(current, name, member, inner, deep, dropped)
+        return
+    if value != current:
+        dropped[_star(where, key)] = None
+
+
+def _started(key: str, value: Any, where: _Where, deep: bool, dropped: dict[str, None]) -> Any:
+    if key in _KEEP_FIRST:
+        return value
+    if type(value) is str:
+        return _Pieces((value,))
+    if deep and type(value) is dict:
+        members = _Members()
+        inner = (*where, key)
+        for name, member in value.items():
+            _merge_member(members, name, member, inner, deep, dropped)
+        return members
+    return value
+
+
+def _finished_choice(index: int, choice: _Choice) -> dict[str, Any]:
+    accumulated = choice.message
+    message: dict[str, Any] = {}
+    if "role" in accumulated:
+        message["role"] = accumulated["role"]
+    message["content"] = _finished(accumulated.get("content"))
+    for key, value in accumulated.items():
+        if key not in ("role", "content"):
+            message[key] = _finished(value)
+    return {"index": index, "message": message, "finish_reason": choice.finish_reason}
+
+
+def _finished(value: Any) -> Any:
+    """An accumulated value as plain JSON: pieces joined, calls listed by index."""
+    kind = type(value)
+    if kind is _Pieces:
+        return "".join(value)
+    if kind is _Members:
+        return _finished_members(value)
+    if kind is _Calls:
+        return [_finished(value[index]) for index in sorted(value)]
+    return value
+
+
+def _finished_members(members: _Members) -> dict[str, Any]:
+    return {key: _finished(member) for key, member in members.items()}
+
+
+# -- paths and wording ---------------------------------------------------------------
+
+
+def _concrete(where: _Where, key: str | int) -> str:
+    """``choices[0].delta.tool_calls[1].function`` — a path inside the chunk that was rejected."""
+    text = ""
+    for part in (*where, key):
+        if type(part) is int:
+            text += f"[{part}]"
+        else:
+            text = f"{text}.{part}" if text else str(part)
+    return text
+
+
+def _star(where: _Where, key: str) -> str:
+    """``chunks[*].choices[*].delta.audio`` — a dropped path, the same for every chunk and position."""
+    text = "chunks[*]"
+    for part in (*where, key):
+        text += "[*]" if type(part) is int else f".{part}"
+    return text
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if type(value) is str:
+        return value
+    return _json(value)
+
+
+def _describe(value: Any) -> str:
+    if value is _MISSING:
+        return "missing"
+    if type(value) is int:
+        return str(value)
+    return kind(value)
+
+
+def _short(value: Any) -> str:
+    text = _json(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json(value: Any) -> str:
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError, OverflowError, UnicodeDecodeError):
+        return repr(value)

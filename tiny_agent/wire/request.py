@@ -1,0 +1,34 @@
+"""What every wire API's request builder returns, and the options they share.
+
+A request is built from the canonical transcript by a pure function in
+:mod:`tiny_agent.wire.chat.request`, :mod:`tiny_agent.wire.anthropic` or
+:mod:`tiny_agent.wire.responses`; sending it is the provider's job, and so are
+credentials: a request never holds a secret.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class RequestOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    max_tokens: int | None = None
+    """The cap on generated tokens; None leaves it to the API (Anthropic, which requires one, gets a default)."""
+    stream: bool = False
+    stream_usage: bool = True
+    """Chat Completions only: ask for the usage chunk when streaming (Anthropic and Responses always send usage)."""
+
+
+class WireRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One request, ready to POST: no secrets in it."""
+
+    path: str
+    """Appended to the endpoint's base URL, e.g. ``/messages``."""
+    body: bytes
+    """The JSON body, compact, UTF-8."""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    """Non-secret headers this API needs beyond content negotiation (``anthropic-version``)."""
+    stream: bool = False
+    """Whether the body asks for an event stream (the provider reads the answer accordingly)."""

@@ -1,0 +1,92 @@
+"""Smoke tests of the real llama.cpp server helper (tests/llama_server.py): it starts, answers a plain
+and a streamed chat completion in the shapes tiny-agent reads, and dies when told to.
+
+Skipped, saying why, when llama-server is not built (.ci/build-llama builds it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from llama_server import SKIP_REASON, LlamaServer, binary, slow_model
+
+pytest_plugins = ["llama_server"]
+
+TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+"""A deadline for every request; a tiny model answers far inside it."""
+
+
+def body(**extra: object) -> dict[str, object]:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "seed": 7, "max_tokens": 64, **extra}
+
+
+def sse_payloads(raw: bytes) -> list[str]:
+    """The `data:` payloads of an event stream, in order (llama-server writes one `data:` line per event)."""
+    text = raw.decode("utf-8")
+    assert "\r" not in text
+    return [line[len("data: ") :] for line in text.split("\n") if line.startswith("data: ")]
+
+
+def test_without_the_binary_tests_skip_with_the_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TINY_AGENT_LLAMA_DIR", str(tmp_path))
+    assert binary() is None
+    with pytest.raises(pytest.skip.Exception, match="llama-server not built: run .ci/build-llama or set TINY_AGENT_LLAMA_DIR"):
+        LlamaServer("tiny").start()
+    assert SKIP_REASON.startswith("llama-server not built")
+
+
+def test_a_plain_answer(llama: LlamaServer) -> None:
+    response = httpx.post(llama.chat_url, json=body(), timeout=TIMEOUT)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    answer = response.json()
+    assert answer["object"] == "chat.completion"
+    (choice,) = answer["choices"]
+    assert choice["message"]["role"] == "assistant"
+    assert isinstance(choice["message"]["content"], str)
+    assert choice["finish_reason"] in ("stop", "length")
+    usage = answer["usage"]
+    assert usage["prompt_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def test_a_streamed_answer(llama: LlamaServer) -> None:
+    with httpx.Client(timeout=TIMEOUT) as client:
+        with client.stream("POST", llama.chat_url, json=body(stream=True, stream_options={"include_usage": True})) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            raw = b"".join(response.iter_raw())
+    payloads = sse_payloads(raw)
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(payload) for payload in payloads[:-1]]
+    assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    assert len({chunk["id"] for chunk in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    finishes = [choice["finish_reason"] for chunk in chunks for choice in chunk["choices"] if choice["finish_reason"]]
+    assert finishes in (["stop"], ["length"])
+    # Asked for, usage comes in a last chunk with no choices.
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["prompt_tokens"] > 0
+
+
+def test_a_killed_server_cuts_its_stream(start_llama: Callable[..., LlamaServer]) -> None:
+    model, context = slow_model()
+    server = start_llama(model, context=context)
+    # Far more tokens than arrive before the kill: the stream cannot end on its own first.
+    request = body(stream=True, max_tokens=context - 100, ignore_eos=True)
+    received = b""
+    with httpx.Client(timeout=TIMEOUT) as client:
+        with client.stream("POST", server.chat_url, json=request) as response:
+            assert response.status_code == 200
+            with pytest.raises(httpx.RemoteProtocolError):
+                for piece in response.iter_raw():
+                    received += piece
+                    if server.running:
+                        server.kill()
+    assert not server.running
+    assert received.startswith(b"data: ")
+    assert b"[DONE]" not in received

@@ -179,8 +179,9 @@ class LlamaServer:
         return f"{self.api_url}/chat/completions"
 
     def command(self, executable: Path, model: Path, port: int) -> list[str]:
+        # --alias: responses name the model as requested ("tiny"), not by the file's absolute path.
         return [
-            str(executable), "-m", str(model), "-c", str(self.context),
+            str(executable), "-m", str(model), "--alias", model.stem, "-c", str(self.context),
             "--host", "127.0.0.1", "--port", str(port), *self.flags, *self.extra,
         ]  # fmt: skip
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -90,3 +91,65 @@ def test_a_killed_server_cuts_its_stream(start_llama: Callable[..., LlamaServer]
     assert not server.running
     assert received.startswith(b"data: ")
     assert b"[DONE]" not in received
+
+
+# -- the recorded bodies (fixtures/wire/llamacpp, written by tests/record_llamacpp.py): no server needed --------
+
+RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "wire" / "llamacpp"
+
+
+def recorded_manifest() -> dict[str, Any]:
+    return dict(json.loads((RECORDED / "manifest.json").read_text()))
+
+
+def recorded(case: str) -> bytes:
+    (entry,) = [entry for entry in recorded_manifest()["cases"] if entry["case"] == case]
+    return (RECORDED / entry["file"]).read_bytes()
+
+
+def chunks(raw: bytes) -> list[dict[str, Any]]:
+    return [json.loads(payload) for payload in sse_payloads(raw) if payload != "[DONE]"]
+
+
+def test_every_recorded_body_is_in_the_manifest_with_its_exact_size() -> None:
+    cases = recorded_manifest()["cases"]
+    files = {path.name for path in RECORDED.iterdir()} - {"manifest.json", "README.md"}
+    assert files == {entry["file"] for entry in cases}
+    readme = (RECORDED / "README.md").read_text()
+    for entry in cases:
+        body = (RECORDED / entry["file"]).read_bytes()
+        assert len(body) == entry["response"]["bytes"]
+        assert f"`{entry['file']}`" in readme, f"{entry['file']} is not described in README.md"
+        if "content-length" in entry["response"]["headers"]:
+            assert int(entry["response"]["headers"]["content-length"]) == len(body)
+            json.loads(body)
+        if entry["file"].endswith(".sse"):
+            assert entry["response"]["headers"]["content-type"] == "text/event-stream"
+
+
+def test_recorded_a_stream_carries_usage_only_when_asked() -> None:
+    assert b'"usage"' not in recorded("stream")
+    last = chunks(recorded("stream-include-usage"))[-1]
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] > 0
+
+
+def test_recorded_context_overflow_is_a_400_with_exceed_context_size_error_streamed_or_not() -> None:
+    for case in ("context-overflow", "stream-context-overflow"):
+        error = json.loads(recorded(case))["error"]
+        assert error["code"] == 400 and error["type"] == "exceed_context_size_error"
+        assert "exceeds the available context size" in error["message"]
+
+
+def test_recorded_streamed_tool_call_names_its_call_once() -> None:
+    deltas = [call for chunk in chunks(recorded("stream-tool-call")) for choice in chunk["choices"] for call in choice["delta"].get("tool_calls", [])]
+    assert [call["function"]["name"] for call in deltas if "name" in call.get("function", {})] == ["read"]
+    assert [call["id"] for call in deltas if "id" in call] == [deltas[0]["id"]]
+    arguments = json.loads("".join(call["function"].get("arguments", "") for call in deltas))
+    assert isinstance(arguments["path"], str)
+
+
+def test_recorded_cut_streams_end_without_a_finish_or_done() -> None:
+    for case in ("stream-killed", "stream-terminated"):
+        raw = recorded(case)
+        assert b"[DONE]" not in raw and b'"finish_reason":"stop"' not in raw and b'"finish_reason":"length"' not in raw
+        assert len(chunks(raw)) >= 8

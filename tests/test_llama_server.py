@@ -95,36 +95,39 @@ def test_a_killed_server_cuts_its_stream(start_llama: Callable[..., LlamaServer]
 
 # -- the recorded bodies (fixtures/wire/llamacpp, written by tests/record_llamacpp.py): no server needed --------
 
-RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "wire" / "llamacpp"
+WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
+RECORDED = WIRE / "llamacpp"
+RECORDED_PYTHON = WIRE / "llamacpp-python"
 
 
-def recorded_manifest() -> dict[str, Any]:
-    return dict(json.loads((RECORDED / "manifest.json").read_text()))
+def recorded_manifest(directory: Path = RECORDED) -> dict[str, Any]:
+    return dict(json.loads((directory / "manifest.json").read_text()))
 
 
-def recorded(case: str) -> bytes:
-    (entry,) = [entry for entry in recorded_manifest()["cases"] if entry["case"] == case]
-    return (RECORDED / entry["file"]).read_bytes()
+def recorded(case: str, directory: Path = RECORDED) -> bytes:
+    (entry,) = [entry for entry in recorded_manifest(directory)["cases"] if entry["case"] == case]
+    return (directory / str(entry["file"])).read_bytes()
 
 
 def chunks(raw: bytes) -> list[dict[str, Any]]:
     return [json.loads(payload) for payload in sse_payloads(raw) if payload != "[DONE]"]
 
 
-def test_every_recorded_body_is_in_the_manifest_with_its_exact_size() -> None:
-    cases = recorded_manifest()["cases"]
-    files = {path.name for path in RECORDED.iterdir()} - {"manifest.json", "README.md"}
+@pytest.mark.parametrize("directory", [RECORDED, RECORDED_PYTHON], ids=lambda path: path.name)
+def test_every_recorded_body_is_in_the_manifest_with_its_exact_size(directory: Path) -> None:
+    cases = recorded_manifest(directory)["cases"]
+    files = {path.name for path in directory.iterdir()} - {"manifest.json", "README.md"}
     assert files == {entry["file"] for entry in cases}
-    readme = (RECORDED / "README.md").read_text()
+    readme = (directory / "README.md").read_text()
     for entry in cases:
-        body = (RECORDED / entry["file"]).read_bytes()
+        body = (directory / entry["file"]).read_bytes()
         assert len(body) == entry["response"]["bytes"]
         assert f"`{entry['file']}`" in readme, f"{entry['file']} is not described in README.md"
         if "content-length" in entry["response"]["headers"]:
             assert int(entry["response"]["headers"]["content-length"]) == len(body)
             json.loads(body)
         if entry["file"].endswith(".sse"):
-            assert entry["response"]["headers"]["content-type"] == "text/event-stream"
+            assert entry["response"]["headers"]["content-type"].startswith("text/event-stream")
 
 
 def test_recorded_a_stream_carries_usage_only_when_asked() -> None:
@@ -153,3 +156,21 @@ def test_recorded_cut_streams_end_without_a_finish_or_done() -> None:
         raw = recorded(case)
         assert b"[DONE]" not in raw and b'"finish_reason":"stop"' not in raw and b'"finish_reason":"length"' not in raw
         assert len(chunks(raw)) >= 8
+
+
+def test_recorded_llamacpp_python_repeats_id_type_and_name_in_every_fragment() -> None:
+    raw = recorded("stream-tool-call-forced", RECORDED_PYTHON)
+    deltas = [call for chunk in chunks(raw) for choice in chunk["choices"] for call in choice["delta"].get("tool_calls") or []]
+    assert len(deltas) > 2
+    assert {(call["index"], call["id"], call["type"], call["function"]["name"]) for call in deltas} == {(0, deltas[0]["id"], "function", "read")}
+    whole = json.loads(recorded("tool-call-forced", RECORDED_PYTHON))["choices"][0]["message"]["tool_calls"][0]
+    assert "".join(call["function"]["arguments"] for call in deltas) == whole["function"]["arguments"]
+
+
+def test_recorded_llamacpp_python_quirks() -> None:
+    assert b"usage" not in recorded("stream-include-usage", RECORDED_PYTHON)  # asked for, never sent
+    null = json.loads(recorded("after-tool-content-null", RECORDED_PYTHON))
+    assert null["error"]["type"] == "internal_server_error" and "'input': None" in null["error"]["message"]
+    assert json.loads(recorded("after-tool-content-empty", RECORDED_PYTHON))["choices"][0]["message"]["content"]
+    assert json.loads(recorded("context-overflow", RECORDED_PYTHON))["error"]["code"] == "context_length_exceeded"
+    assert recorded("stream-context-overflow", RECORDED_PYTHON) == b""

@@ -50,7 +50,7 @@ def fold():
     return 0
 
 def replay():
-    from tiny_agent.cli.inspecting import print_human
+    from tiny_agent.cli.looking import print_human
     state = read_journal(path)
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         print_human(state, path)
@@ -74,7 +74,7 @@ work = {"fold": fold, "replay": replay, "view": view}[mode]
 if mode == "view":  # import the view's modules before the clock starts, as the others' are
     import tiny_agent.view.model, tiny_agent.view.session_page  # noqa: F401
 if mode == "replay":
-    import tiny_agent.cli.inspecting  # noqa: F401
+    import tiny_agent.cli.looking  # noqa: F401
 started = time.perf_counter()
 size = work()
 print(json.dumps({"seconds": time.perf_counter() - started, "page": size, "rss": peak_rss()}))

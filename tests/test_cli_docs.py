@@ -37,10 +37,9 @@ def test_every_error_class_uses_a_documented_label() -> None:
 
 
 def _command_names() -> list[str]:
-    from tiny_agent.cli.app import _register_commands, app
+    from tiny_agent.cli.declarations import COMMANDS
 
-    _register_commands()
-    return sorted(command.name or command.callback.__name__ for command in app.registered_commands if command.callback)
+    return sorted(COMMANDS)
 
 
 def test_help_text_has_no_type_noise(capsys) -> None:

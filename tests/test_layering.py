@@ -151,3 +151,21 @@ def test_a_pure_module_reaches_no_io(module: str) -> None:
     impure = sorted(name for name in reached if not _is_pure(name))
     assert not impure, f"{module} reaches modules that do I/O: {impure}"
     assert not outside, f"{module} reaches {sorted(outside)}"
+
+
+LEAN_PATH = ["cli.declarations", "cli.basics", "cli.looking"]
+"""What ``tiny-agent replay`` and the other read-only commands run before typer would be needed (tests/test_lean_cli.py)."""
+
+
+@pytest.mark.parametrize("module", LEAN_PATH)
+def test_the_lean_path_reaches_no_typer(module: str) -> None:
+    _, outside = _reach(module)
+    assert "typer" not in outside, f"{module} reaches typer"
+
+
+def test_the_cli_app_imports_no_command_module_and_none_imports_it_but_main() -> None:
+    """Commands are declared (cli.declarations) and found by name: no module imports the app back."""
+    app_imports = {_package_module(name) for name in _imports(MODULES["cli.app"], with_types=True)} - {None}
+    assert app_imports <= {"", "errors", "cli.basics", "cli.declarations"}, app_imports
+    importers = {name for name in MODULES if "cli.app" in {_package_module(i) for i in _imports(MODULES[name], with_types=True)}}
+    assert importers == {"cli.lean"}

@@ -1,6 +1,6 @@
 """The lean path: the read-only commands start without typer, and say and do exactly what typer's path does.
 
-- its table of options is typer's declarations, option by option (so the two cannot drift apart);
+- typer's app and the lean parser are made from the same declarations; typer's commands have them, option by option;
 - it hands typer every command line it does not understand completely;
 - where it runs a command, the values, output, errors and exit codes are typer's;
 - ``tiny-agent replay FILE`` and ``tiny-agent sessions`` load neither typer, pydantic,
@@ -23,15 +23,17 @@ from builders import write_tool_session
 from conftest import PROJECT_ROOT
 
 from tiny_agent.cli import basics, lean, looking
-from tiny_agent.cli.lean import COMMANDS, parse
+from tiny_agent.cli.declarations import COMMANDS, body_of, parameters
+from tiny_agent.cli.lean import parse
+
+LEAN = {name: command for name, command in COMMANDS.items() if command.body.startswith("looking.")}
 
 
 def _typer_commands() -> dict[str, Any]:
     import typer.main
 
-    from tiny_agent.cli.app import _register_commands, app
+    from tiny_agent.cli.app import app
 
-    _register_commands()
     return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
 
@@ -64,26 +66,29 @@ def _declared(command: Any) -> tuple[dict[str, tuple[object, ...]], list[tuple[s
     return options, arguments
 
 
-@pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_the_lean_table_is_the_typer_declaration(name):
-    command = COMMANDS[name]
+@pytest.mark.parametrize("name", sorted(LEAN))
+def test_typers_command_has_the_declared_parameters(name):
+    """What the lean parser reads from the declarations is what typer's command was made with."""
     options, arguments = _declared(TYPER[name])
-    ours = {option.parameter: (tuple(sorted(option.names)), option.kind, option.default, option.minimum) for option in command.options}
+    declared = list(parameters(LEAN[name]))
+    ours = {
+        parameter.name: (tuple(sorted(parameter.flags)), parameter.kind, parameter.default, parameter.spelt.minimum)
+        for parameter in declared
+        if parameter.flags
+    }
     assert ours == options
-    assert [(argument, False) for argument in command.arguments] + ([(command.variadic, True)] if command.variadic else []) == arguments
+    assert [(parameter.name, parameter.kind == "arguments") for parameter in declared if not parameter.flags] == arguments
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_the_lean_path_calls_the_body_the_typer_declaration_calls(name):
-    command = COMMANDS[name]
-    parameters = set(inspect.signature(getattr(looking, name)).parameters)
-    declared = {option.parameter for option in command.options} | set(command.arguments) | {command.variadic} - {None}
-    assert parameters == declared
+def test_every_command_has_a_body_taking_its_declaration(name):
+    (parameter,) = inspect.signature(body_of(COMMANDS[name])).parameters.values()
+    assert parameter.annotation == COMMANDS[name].__name__
 
 
 def test_every_read_only_command_has_a_lean_path_and_no_other_does():
-    assert set(COMMANDS) == {"replay", "sessions", "verify", "audit", "normalize", "providers", "view", "report"}
-    assert set(COMMANDS) < set(TYPER)
+    assert set(LEAN) == {"replay", "sessions", "verify", "audit", "normalize", "providers", "view", "report"}
+    assert set(COMMANDS) == set(TYPER)
 
 
 # -- what it leaves to typer --------------------------------------------------------------------
@@ -160,32 +165,26 @@ SAME_VALUES = [
 
 @pytest.mark.parametrize("words", SAME_VALUES, ids=" ".join)
 def test_it_passes_the_values_typer_passes(monkeypatch, words):
-    from tiny_agent.cli import app as typer_app
+    from tiny_agent.cli.app import main as typer_main
 
-    seen: list[dict[str, object]] = []
-    name = words[0]
-    signature = inspect.signature(getattr(looking, name))
-
-    def record(*arguments: object, **keywords: object) -> None:
-        seen.append(dict(signature.bind(*arguments, **keywords).arguments))
-
-    monkeypatch.setattr(looking, name, record)
+    seen: list[object] = []
+    monkeypatch.setattr(looking, words[0], seen.append)
     with pytest.raises(SystemExit) as done:
-        typer_app.main(list(words))
+        typer_main(list(words))
     assert done.value.code == 0
     invocation = parse(words)
     assert invocation is not None
-    assert invocation.values == seen[0]
+    assert invocation == seen[0]
 
 
 # -- same output, errors and exit codes ---------------------------------------------------------------
 
 
 def _both(capsys, words: list[str]) -> tuple[tuple[object, str, str], tuple[object, str, str]]:
-    from tiny_agent.cli import app as typer_app
+    from tiny_agent.cli.app import main as typer_main
 
     results = []
-    for run in (lean.main, typer_app.main):
+    for run in (lean.main, typer_main):
         with pytest.raises(SystemExit) as done:
             run(list(words))
         captured = capsys.readouterr()

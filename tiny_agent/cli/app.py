@@ -1,27 +1,46 @@
-"""The typer application and ``main``: the one place where errors become a line and an exit code."""
+"""The typer application, made from :mod:`tiny_agent.cli.declarations`, and the one place where its errors become a line.
+
+Each declared command becomes a typer command whose parameters are the
+declaration's (groups spliced in); the command builds the declaration's
+Struct from what typer parsed and calls the body it names.  The app imports
+no command module: bodies are found by name when a command runs.
+"""
 
 from __future__ import annotations
 
+import inspect
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
+import typer.core
 
 from tiny_agent import __version__
 from tiny_agent.cli.basics import die, exit_for, interrupted
-from tiny_agent.cli.helptext import plain_help
+from tiny_agent.cli.declarations import COMMANDS, Arg, Command, Param, body_of, build, parameters
 from tiny_agent.errors import EXIT_OK, EXIT_USAGE
 
-plain_help()
+HELP = "An event-sourced session journal for LLM agents: run, replay, audit and resume sessions."
 
-app = typer.Typer(
-    add_completion=True,
-    no_args_is_help=False,
-    invoke_without_command=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="An event-sourced session journal for LLM agents: run, replay, audit and resume sessions.",
-)
+
+def _plain_help() -> None:
+    """Help text people expect: ``SESSION``, not typer 0.29's ``{SESSION}`` in the usage line and ``SESSION <str>``.
+
+    Options get a plain metavar where they are declared; arguments have no such
+    switch, so their two display methods are replaced (on a typer without them
+    nothing changes; tests/test_cli_docs.py checks every command's help for the noise).
+    """
+
+    def usage_name(self: Any) -> str:
+        name = str(self.display_name_raw)
+        shown = name if self.required else f"[{name}]"
+        return shown + "..." if self.nargs != 1 and not name.endswith("...") else shown
+
+    argument = getattr(typer.core, "TyperArgument", None)
+    if argument is not None and hasattr(argument, "_usage_display_name"):
+        argument._usage_display_name = usage_name
+    if argument is not None and hasattr(argument, "display_type_rich"):
+        argument.display_type_rich = lambda self, ctx: None
 
 
 def _show_version(value: bool) -> None:
@@ -30,22 +49,62 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
-@app.callback()
 def _commands(
     context: typer.Context,
-    version: bool = typer.Option(
-        False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
-    ),
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
-    """An event-sourced session journal for LLM agents: run, replay, audit and resume sessions."""
     if context.invoked_subcommand is None:
         sys.stdout.write(context.get_help() + "\n")
         raise typer.Exit(EXIT_OK)
 
 
+def _typer_parameter(parameter: Param) -> Any:
+    spelt = parameter.spelt
+    default = ... if parameter.required else parameter.default
+    if isinstance(spelt, Arg):
+        return typer.Argument(default, metavar=spelt.metavar, help=spelt.help, show_default=False)
+    return typer.Option(default, *parameter.flags, metavar=spelt.metavar, help=spelt.help, min=spelt.minimum, max=spelt.maximum)
+
+
+def _add(app: typer.Typer, name: str, command: type[Command]) -> None:
+    declared = list(parameters(command))
+
+    def run(**values: object) -> object:
+        built = build(command, values)
+        return body_of(command)(built)
+
+    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(parameter.name, inspect.Parameter.KEYWORD_ONLY, default=_typer_parameter(parameter))
+            for parameter in declared
+        ]
+    )
+    run.__annotations__ = {parameter.name: parameter.annotation for parameter in declared}
+    help_text = inspect.cleandoc(command.__doc__ or "")
+    app.command(name, help=help_text, short_help=help_text.split("\n\n")[0])(run)
+
+
+def make_app() -> typer.Typer:
+    _plain_help()
+    app = typer.Typer(
+        add_completion=True,
+        no_args_is_help=False,
+        invoke_without_command=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        help=HELP,
+    )
+    app.callback()(_commands)
+    for name, command in COMMANDS.items():
+        _add(app, name, command)
+    return app
+
+
+app = make_app()
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """The command line through typer (the lean path, :func:`tiny_agent.cli.lean.main`, hands over what it leaves)."""
-    _register_commands()
     try:
         result = app(args=argv, prog_name="tiny-agent", standalone_mode=False)
     except typer.Exit as done:
@@ -57,10 +116,3 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except Exception as error:  # the last line of defence: never show a traceback
         exit_for(error)
     sys.exit(result if isinstance(result, int) else EXIT_OK)
-
-
-def _register_commands() -> None:
-    """Importing the command modules adds their commands to ``app`` (once)."""
-    from tiny_agent.cli import chatting, driving, inspecting, lineage, viewing
-
-    del chatting, driving, inspecting, lineage, viewing

@@ -1,8 +1,7 @@
 """What every command shares, without typer: naming sessions, reading journals, output, and how errors end a command.
 
 Nothing here imports typer (nor, through it, click and pydantic), so the
-commands that the lean path runs (:mod:`tiny_agent.cli.lean`) start without
-them; :mod:`tiny_agent.cli.common` adds the typer option declarations.
+commands that the lean path runs (:mod:`tiny_agent.cli.lean`) start without them.
 """
 
 from __future__ import annotations
@@ -13,20 +12,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CorruptionError, TinyAgentError, UsageError, os_error
+from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CorruptionError, TinyAgentError, os_error
 
 if TYPE_CHECKING:
+    from tiny_agent.cli.declarations import Stored
     from tiny_agent.fold.fold import Fold
     from tiny_agent.journal.state import SessionState
-    from tiny_agent.stores.base import FileStore, Session, Store
+    from tiny_agent.stores.base import Session, Store
     from tiny_agent.stores.checkpoints import Checkpoints
     from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
-
-
-def store(sessions_dir: str | None) -> FileStore:
-    from tiny_agent.stores.base import open_store
-
-    return open_store(sessions_dir)
 
 
 class Where:
@@ -35,9 +29,8 @@ class Where:
     The store is made once per command (a database store keeps one reading connection).
     """
 
-    def __init__(self, sessions_dir: str | None = None, store_url: str | None = None) -> None:
-        self.sessions_dir = sessions_dir
-        self.store_url = store_url
+    def __init__(self, stored: Stored) -> None:
+        self.stored = stored
         self._store: Store | None = None
 
     @property
@@ -45,7 +38,7 @@ class Where:
         if self._store is None:
             from tiny_agent.stores.base import choose_store
 
-            self._store = choose_store(self.sessions_dir, self.store_url)
+            self._store = choose_store(self.stored.sessions_dir, self.stored.store_url)
         return self._store
 
     def find(self, reference: str) -> Found:
@@ -125,13 +118,6 @@ class Found:
             raise os_error(error, self.name) from None
 
 
-def resolve(reference: str, sessions_dir: str | None) -> Path:
-    session = store(sessions_dir).resolve(reference)
-    if session.path is None:
-        raise UsageError(f"{session.name} is not a journal file")
-    return session.path
-
-
 def print_json(value: object) -> None:
     import msgspec
 
@@ -139,44 +125,10 @@ def print_json(value: object) -> None:
     sys.stdout.flush()
 
 
-def read_journal(path: Path) -> SessionState:
-    """Every line of the journal folded (what ``verify`` wants: never a checkpoint)."""
-    from tiny_agent.stores.journal import read_journal as read
-
-    try:
-        return read(path)
-    except OSError as error:
-        raise os_error(error, str(path)) from None
-
-
-def checkpoints_for(sessions_dir: str | None) -> Checkpoints:
-    """The checkpoints of the sessions directory; a fold that falls back from one says why on stderr."""
-    from tiny_agent.stores.base import sessions_dir as directory_of
-
-    return _checkpoints(directory_of(sessions_dir))
-
-
 def _checkpoints(directory: Path) -> Checkpoints:
     from tiny_agent.stores.checkpoints import Checkpoints, threshold_from
 
     return Checkpoints(directory, threshold=threshold_from(os.environ), note=progress)
-
-
-def checkpointed(sessions_dir: str | None) -> Callable[[Path], Fold]:
-    """How a writer folds a journal of the sessions directory: from its checkpoint when one checks out."""
-    return checkpoints_for(sessions_dir).fold
-
-
-def read_session(path: Path, sessions_dir: str | None) -> SessionState:
-    """The journal's state, from its checkpoint when one checks out (replay, audit, resume --dry-run)."""
-    return fold_session(path, sessions_dir).state
-
-
-def fold_session(path: Path, sessions_dir: str | None) -> Fold:
-    try:
-        return checkpoints_for(sessions_dir).fold(path)
-    except OSError as error:
-        raise os_error(error, str(path)) from None
 
 
 def corrupt(error: CorruptionError, path: Path, as_json: bool) -> NoReturn:

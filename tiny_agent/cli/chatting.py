@@ -14,38 +14,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import typer
-
-from tiny_agent.cli.app import app
-from tiny_agent.cli.basics import Found, Where
-from tiny_agent.cli.common import SessionsDirOption, StoreOption, progress
+from tiny_agent.cli.basics import Found, Where, progress
 from tiny_agent.cli.driving import start
-from tiny_agent.cli.settings import (
-    AllowBashOption,
-    AllowWriteOption,
-    ApiOption,
-    BaseUrlOption,
-    CompactAtOption,
-    ConnectTimeoutOption,
-    ContextWindowOption,
-    DurabilityOption,
-    MaxStepsOption,
-    MaxTokensOption,
-    ModelOption,
-    ProviderOption,
-    ReadTimeoutOption,
-    RetriesOption,
-    RetryWaitOption,
-    StreamIdleTimeoutOption,
-    StreamOption,
-    SystemOption,
-    drive_options,
-)
 from tiny_agent.cli.writing import handle_of
 
 if TYPE_CHECKING:
     from tiny_agent.agent.live import TerminalDisplay
     from tiny_agent.agent.loop import DriveResult, Runtime
+    from tiny_agent.cli.declarations import Chat
     from tiny_agent.stores.journal import JournalWriter
 
 PROMPT: Final = "› "
@@ -58,37 +34,9 @@ COMMANDS: Final = {
 }
 
 
-@app.command()
-def chat(
-    session: str | None = typer.Option(
-        None, "--session", metavar="SESSION", help="Chat in this session (a handle, an id or a path)."
-    ),
-    continue_: bool = typer.Option(False, "--continue", "-c", help="Chat in the newest session made in this directory."),
-    provider: str | None = ProviderOption,
-    model: str | None = ModelOption,
-    base_url: str | None = BaseUrlOption,
-    api: str | None = ApiOption,
-    system: str | None = SystemOption,
-    allow_bash: bool = AllowBashOption,
-    allow_write: bool = AllowWriteOption,
-    stream: bool | None = StreamOption,
-    max_tokens: int | None = MaxTokensOption,
-    retries: int = RetriesOption,
-    retry_wait: float = RetryWaitOption,
-    max_steps: int = MaxStepsOption,
-    durability: str = DurabilityOption,
-    connect_timeout: float | None = ConnectTimeoutOption,
-    read_timeout: float | None = ReadTimeoutOption,
-    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
-    context_window: int | None = ContextWindowOption,
-    compact_at: float = CompactAtOption,
-    sessions_dir: str | None = SessionsDirOption,
-    store_url: str | None = StoreOption,
-) -> None:
-    """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
-    options = drive_options(locals())
-    where = Where(sessions_dir, store_url)
-    writer, endpoint, display, runtime = start(options, where, session, continue_)
+def chat(args: Chat) -> None:
+    where = Where(args.stored)
+    writer, endpoint, display, runtime = start(args.drive, where, args.session, args.continue_)
     progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model} · /exit or Ctrl-D to leave")
     try:
         _loop(writer, runtime, display, where)

@@ -7,42 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-import typer
-
-from tiny_agent.cli.app import app
-from tiny_agent.cli.basics import Found, Where
-from tiny_agent.cli.common import (
-    SessionArgument,
-    SessionsDirOption,
-    StoreOption,
-    corrupt,
-    print_json,
-    progress,
-    read_input,
-    store,
-)
+from tiny_agent.cli.basics import Found, Where, corrupt, print_json, progress, read_input
+from tiny_agent.cli.declarations import Drive
 from tiny_agent.cli.settings import (
-    AllowBashOption,
-    AllowWriteOption,
-    ApiOption,
-    BaseUrlOption,
-    CompactAtOption,
-    ConnectTimeoutOption,
-    ContextWindowOption,
-    DriveOptions,
-    DurabilityOption,
-    MaxStepsOption,
-    MaxTokensOption,
-    ModelOption,
-    ProviderOption,
-    ReadTimeoutOption,
-    RetriesOption,
-    RetryWaitOption,
-    StreamIdleTimeoutOption,
-    StreamOption,
-    SystemOption,
     compacting_for,
-    drive_options,
     durability_of,
     endpoint_for,
     policy_for,
@@ -66,6 +34,7 @@ from tiny_agent.errors import (
 if TYPE_CHECKING:
     from tiny_agent.agent.live import TerminalDisplay
     from tiny_agent.agent.loop import Driver, DriveResult, Runtime
+    from tiny_agent.cli.declarations import Compact, Demo, Resume, Run
     from tiny_agent.providers.endpoint import Endpoint
     from tiny_agent.stores.base import Store
     from tiny_agent.stores.journal import JournalWriter
@@ -156,10 +125,11 @@ def _read_prompt(prompt: str) -> str:
     return prompt
 
 
-def _runtime(options: DriveOptions, endpoint: Endpoint, display: TerminalDisplay | None) -> Runtime:
+def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None, keep: int | None = None) -> Runtime:
     """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected."""
     from tiny_agent.agent.loop import build_runtime
     from tiny_agent.agent.tools.toolbox import terminal_approver
+    from tiny_agent.stores.base import open_store
 
     runtime = build_runtime(
         endpoint,
@@ -168,9 +138,9 @@ def _runtime(options: DriveOptions, endpoint: Endpoint, display: TerminalDisplay
         allow_bash=options.allow_bash,
         allow_write=options.allow_write,
         approve=None if options.allow_write else terminal_approver(),
-        protected=[store(None).directory],
+        protected=[open_store(None).directory],
         policy=policy_for(options, endpoint),
-        compacting=compacting_for(options, endpoint),
+        compacting=compacting_for(options, endpoint, keep),
         timeouts=timeouts_for(options),
         display=display,
     )
@@ -198,7 +168,7 @@ class Started(NamedTuple):
     runtime: Runtime
 
 
-def start(options: DriveOptions, where: Where, session: str | None, continue_: bool) -> Started:
+def start(options: Drive, where: Where, session: str | None, continue_: bool, keep: int | None = None) -> Started:
     """Open ``session`` (or the newest one here, or a new one made once the endpoint is known) and its runtime.
 
     The endpoint comes from the flags over what the session recorded; a writer
@@ -212,7 +182,7 @@ def start(options: DriveOptions, where: Where, session: str | None, continue_: b
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
-        runtime = _runtime(options, endpoint, display)
+        runtime = _runtime(options, endpoint, display, keep)
     except BaseException:
         if writer is not None:
             writer.close(seal=False)
@@ -222,61 +192,26 @@ def start(options: DriveOptions, where: Where, session: str | None, continue_: b
     return Started(writer, endpoint, display, runtime)
 
 
-@app.command()
-def run(
-    prompt: str = typer.Argument(..., metavar="PROMPT", help="What to ask (- reads it from stdin)."),
-    session: str | None = typer.Option(
-        None, "--session", metavar="SESSION", help="Continue this session (a handle, an id or a path)."
-    ),
-    continue_: bool = typer.Option(False, "--continue", "-c", help="Continue the newest session made in this directory."),
-    provider: str | None = ProviderOption,
-    model: str | None = ModelOption,
-    base_url: str | None = BaseUrlOption,
-    api: str | None = ApiOption,
-    system: str | None = SystemOption,
-    allow_bash: bool = AllowBashOption,
-    allow_write: bool = AllowWriteOption,
-    stream: bool | None = StreamOption,
-    max_tokens: int | None = MaxTokensOption,
-    retries: int = RetriesOption,
-    retry_wait: float = RetryWaitOption,
-    max_steps: int = MaxStepsOption,
-    durability: str = DurabilityOption,
-    connect_timeout: float | None = ConnectTimeoutOption,
-    read_timeout: float | None = ReadTimeoutOption,
-    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
-    context_window: int | None = ContextWindowOption,
-    compact_at: float = CompactAtOption,
-    sessions_dir: str | None = SessionsDirOption,
-    store_url: str | None = StoreOption,
-    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (session, handle, outcome, reason, usage)."),
-) -> None:
-    """Run one prompt to completion, journaling everything; print the answer (progress goes to stderr)."""
-    options = drive_options(locals())
-    text = _read_prompt(prompt)
-    where = Where(sessions_dir, store_url)
-    writer, endpoint, display, runtime = start(options, where, session, continue_)
+def run(args: Run) -> None:
+    text = _read_prompt(args.prompt)
+    where = Where(args.stored)
+    writer, endpoint, display, runtime = start(args.drive, where, args.session, args.continue_)
     progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model}")
     result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(text))
-    _finish(result, writer, as_json, seal_failure, display, where.store)
+    _finish(result, writer, args.as_json, seal_failure, display, where.store)
 
 
-@app.command()
-def demo(
-    sessions_dir: str | None = SessionsDirOption,
-    store_url: str | None = StoreOption,
-) -> None:
-    """Run a real session against a server on 127.0.0.1 (no network, no key), then replay it."""
+def demo(args: Demo) -> None:
     from tiny_agent.cli.looking import print_found
     from tiny_agent.loopback import DEMO_MODEL, DEMO_PROMPT, LoopbackServer, demo_script
 
     with LoopbackServer(demo_script()) as server:
-        options = DriveOptions(provider="custom", base_url=server.base_url, model=DEMO_MODEL, stream=False)
+        options = Drive(provider="custom", base_url=server.base_url, model=DEMO_MODEL, stream=False)
         endpoint = _demo_endpoint(options)
         progress(f"a scripted Chat Completions server is listening on {server.base_url}")
         display = _display()
         runtime = _runtime(options, endpoint, display)
-        where = Where(sessions_dir, store_url)
+        where = Where(args.stored)
         writer = new_session(endpoint, where, "fsync")
         progress(f"new session {handle_of(writer, where.store)} ({writer.path})")
         progress(f"prompt: {DEMO_PROMPT}")
@@ -299,7 +234,7 @@ def demo(
     )
 
 
-def _demo_endpoint(options: DriveOptions) -> Endpoint:
+def _demo_endpoint(options: Drive) -> Endpoint:
     """The bundled server's endpoint: a custom Chat Completions profile on loopback, whatever keys are set."""
     from tiny_agent.providers.selection import Requested, select_endpoint
 
@@ -307,53 +242,20 @@ def _demo_endpoint(options: DriveOptions) -> Endpoint:
     return select_endpoint(requested, {}, None)
 
 
-@app.command()
-def resume(
-    session: str = SessionArgument,
-    abort: bool = typer.Option(False, "--abort", help="Abort the open operation instead of finishing it."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the next planned action; write nothing."),
-    current_config: str | None = typer.Option(
-        None,
-        "--current-config",
-        metavar="FILE",
-        help="With --dry-run: plan against this configuration (the planner fixtures' `current` JSON).",
-    ),
-    provider: str | None = ProviderOption,
-    model: str | None = ModelOption,
-    base_url: str | None = BaseUrlOption,
-    api: str | None = ApiOption,
-    system: str | None = SystemOption,
-    allow_bash: bool = AllowBashOption,
-    allow_write: bool = AllowWriteOption,
-    stream: bool | None = StreamOption,
-    max_tokens: int | None = MaxTokensOption,
-    retries: int = RetriesOption,
-    retry_wait: float = RetryWaitOption,
-    max_steps: int = MaxStepsOption,
-    durability: str = DurabilityOption,
-    connect_timeout: float | None = ConnectTimeoutOption,
-    read_timeout: float | None = ReadTimeoutOption,
-    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
-    context_window: int | None = ContextWindowOption,
-    compact_at: float = CompactAtOption,
-    sessions_dir: str | None = SessionsDirOption,
-    store_url: str | None = StoreOption,
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output (with --dry-run: the plan's JSON)."),
-) -> None:
-    """Finish a session that crashed: repair its tail, then plan, act and commit until it is idle."""
-    options = drive_options(locals())
-    if current_config is not None and not dry_run:
+def resume(args: Resume) -> None:
+    options = args.drive
+    if args.current_config is not None and not args.dry_run:
         raise UsageError("--current-config only plans; add --dry-run")
-    if abort and dry_run:
+    if args.abort and args.dry_run:
         raise UsageError("--abort and --dry-run are exclusive")
     chosen_durability = durability_of(options)
-    found = Where(sessions_dir, store_url).find(session)
-    if dry_run:
-        _plan_only(found, current_config, options, as_json)
+    found = Where(args.stored).find(args.session)
+    if args.dry_run:
+        _plan_only(found, args.current_config, options, args.as_json)
         return
     writer = open_writer(found, chosen_durability)
     if _idle(writer):
-        return _close_idle(writer, as_json)
+        return _close_idle(writer, args.as_json)
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state), require_key=False)
         display = _display()
@@ -361,7 +263,7 @@ def resume(
     except TinyAgentError:
         writer.close(seal=False)
         raise
-    _resume_with(writer, runtime, abort, as_json, display, found.store)
+    _resume_with(writer, runtime, args.abort, args.as_json, display, found.store)
 
 
 def _idle(writer: JournalWriter) -> bool:
@@ -413,7 +315,7 @@ def _say_nothing_to_do(as_json: bool, path: Path) -> None:
         sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
 
 
-def _plan_only(found: Found, current_config: str | None, options: DriveOptions, as_json: bool) -> None:
+def _plan_only(found: Found, current_config: str | None, options: Drive, as_json: bool) -> None:
     import msgspec
 
     from tiny_agent.agent.loop import blocked_reason
@@ -464,30 +366,11 @@ def _plan_only(found: Found, current_config: str | None, options: DriveOptions, 
         raise BlockedError(cannot_record_responses(path))
 
 
-@app.command()
-def compact(
-    session: str = SessionArgument,
-    keep: int = typer.Option(6, "--keep", min=0, metavar="N", help="Messages to keep verbatim after the summary."),
-    provider: str | None = ProviderOption,
-    model: str | None = ModelOption,
-    base_url: str | None = BaseUrlOption,
-    api: str | None = ApiOption,
-    stream: bool | None = StreamOption,
-    retries: int = RetriesOption,
-    retry_wait: float = RetryWaitOption,
-    durability: str = DurabilityOption,
-    connect_timeout: float | None = ConnectTimeoutOption,
-    read_timeout: float | None = ReadTimeoutOption,
-    stream_idle_timeout: float | None = StreamIdleTimeoutOption,
-    sessions_dir: str | None = SessionsDirOption,
-    store_url: str | None = StoreOption,
-) -> None:
-    """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
-    options = drive_options(locals())
-    where = Where(sessions_dir, store_url)
-    writer, _, display, runtime = start(options, where, session, continue_=False)
+def compact(args: Compact) -> None:
+    where = Where(args.stored)
+    writer, _, display, runtime = start(args.drive, where, args.session, continue_=False, keep=args.keep)
     before = len(writer.state.activeContext)
-    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(keep))
+    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(args.keep))
     if result.status == "completed":
         after = len(writer.state.activeContext)
         progress(f"compacted: the model's context went from {before} messages to {after} (a summary and {after - 1} kept)")

@@ -1,9 +1,8 @@
-"""The commands that only look at sessions, without typer: replay, normalize, audit, verify, sessions, providers, view, report.
+"""The commands that only look at sessions: replay, normalize, audit, verify, sessions, providers, view, report.
 
-Each is a plain function of its options' values.  The typer declarations
-(:mod:`tiny_agent.cli.inspecting`, :mod:`tiny_agent.cli.viewing`) call
-these; so does the lean path (:mod:`tiny_agent.cli.lean`), which starts
-them without importing typer, click or pydantic.  Nothing here talks HTTP.
+Each takes its command's declaration (:mod:`tiny_agent.cli.declarations`).
+The lean path (:mod:`tiny_agent.cli.lean`) runs them without importing typer,
+click or pydantic; so nothing here may import those.  Nothing here talks HTTP.
 """
 
 from __future__ import annotations
@@ -35,19 +34,18 @@ from tiny_agent.errors import (
 )
 
 if TYPE_CHECKING:
+    from tiny_agent.cli.declarations import Audit, Normalize, Providers, Replay, Report, Sessions, Verify, View
     from tiny_agent.journal.facts import CompactionEntry, RawResponse
     from tiny_agent.journal.state import SessionState
 
 Grouping = Literal["day", "model", "session"]
 
 
-def replay(
-    session: str, as_json: bool, messages: bool, full: bool, sessions_dir: str | None, store_url: str | None = None
-) -> None:
-    """Rebuild a session from its journal and show the transcript (or the state, or the next messages)."""
-    if as_json and messages:
+def replay(args: Replay) -> None:
+    as_json = args.as_json
+    if as_json and args.messages:
         raise UsageError("--json and --messages are exclusive")
-    found = Where(sessions_dir, store_url).find(session)
+    found = Where(args.stored).find(args.session)
     path = found.path
     try:
         state = found.state()
@@ -57,10 +55,10 @@ def replay(
         _warn_if_misnamed(path, state)
     if as_json:
         _write_state(state)
-    elif messages:
+    elif args.messages:
         _write_messages(state)
     else:
-        print_found(state, found, full=full)
+        print_found(state, found, full=args.full)
 
 
 def _write_state(state: SessionState) -> None:
@@ -132,15 +130,15 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
     return found
 
 
-def normalize(source: str, provider: str | None, api: str | None) -> None:
-    """Run a response through the seam (adapters and stream reassembly included) and show what the transcript keeps."""
+def normalize(args: Normalize) -> None:
     from tiny_agent.agent.settlement import derive
     from tiny_agent.wire.chat.seam import Accepted
 
+    source = args.source
     body = read_input(source)
     if not body.strip():
         raise EmptyInput(f"{input_name(source)} is empty (expected one response body)")
-    derivation = derive(_as_raw(body), _adapter_identity_for(provider, api))
+    derivation = derive(_as_raw(body), _adapter_identity_for(args.provider, args.api))
     outcome = derivation.outcome
     if isinstance(outcome, Accepted):
         shown: dict[str, object] = {
@@ -184,11 +182,11 @@ def _adapter_identity_for(provider: str | None, api: str | None) -> str:
     return adapter_identity(chosen_api, profile.adapters if chosen_api == profile.api else ())
 
 
-def audit(session: str, as_json: bool, sessions_dir: str | None, store_url: str | None = None) -> None:
-    """Show what each provider response was, what the seam kept, what it cost, and any drift (exit 3)."""
+def audit(args: Audit) -> None:
     from tiny_agent.oversight.audit import audit_chunks
 
-    found = Where(sessions_dir, store_url).find(session)
+    as_json = args.as_json
+    found = Where(args.stored).find(args.session)
     path = found.path
     try:
         report = audit_chunks(found.chunks(), found.name, found.resumed())
@@ -208,14 +206,11 @@ def audit(session: str, as_json: bool, sessions_dir: str | None, store_url: str 
         raise DriftFound(f"attempt(s) {numbers} of {path}: the journal's canonical entries differ from today's seam")
 
 
-def verify(
-    sessions: list[str] | None, all_sessions: bool, as_json: bool, sessions_dir: str | None, store_url: str | None = None
-) -> None:
-    """Check the seal chain and every reducer rule of one, several or all sessions (exit 65 if any is corrupt)."""
+def verify(args: Verify) -> None:
     from tiny_agent.oversight.verify import verdict_lines, verify_sessions
 
-    where = Where(sessions_dir, store_url)
-    references = sessions or []
+    where, all_sessions, as_json = Where(args.stored), args.all_sessions, args.as_json
+    references = args.sessions or []
     if all_sessions and references:
         raise UsageError("give sessions or --all, not both")
     if not all_sessions and not references:
@@ -235,16 +230,14 @@ def verify(
         raise VerificationFailed(f"{len(bad)} of {len(verdicts)} session(s) failed verification")
 
 
-def sessions(
-    as_json: bool, limit: int | None, all_sessions: bool, sessions_dir: str | None, store_url: str | None = None
-) -> None:
-    """List this directory's sessions, newest first: handle, created, model, status, runs, tokens, first prompt."""
+def sessions(args: Sessions) -> None:
     from tiny_agent.oversight.render import sessions_table
 
-    files = Where(sessions_dir, store_url).store
+    all_sessions = args.all_sessions
+    files = Where(args.stored).store
     here = None if all_sessions else os.path.realpath(Path.cwd())
-    rows = files.listing(cwd=here, limit=limit, progress=progress_bar("reading"))
-    if as_json:
+    rows = files.listing(cwd=here, limit=args.limit, progress=progress_bar("reading"))
+    if args.as_json:
         print_json(rows)
         return
     if not rows:
@@ -255,29 +248,26 @@ def sessions(
         sys.stdout.write(line + "\n")
 
 
-def providers(as_json: bool) -> None:
-    """List the provider profiles: API, base URL, key variable, and whether that key is set (never the key)."""
+def providers(args: Providers) -> None:
     from tiny_agent.oversight.render import providers_table
     from tiny_agent.providers.selection import list_profiles
     from tiny_agent.providers.userconfig import load_user_config
 
     rows = list_profiles(os.environ, load_user_config(os.environ))
-    if as_json:
+    if args.as_json:
         print_json(rows)
         return
     for line in providers_table(rows):
         sys.stdout.write(line + "\n")
 
 
-def view(
-    session: str, output: str | None, open_page: bool, sessions_dir: str | None, store_url: str | None = None
-) -> None:
-    """Write one self-contained HTML page of a session: timeline, raw-vs-canonical panels, usage and cost charts."""
+def view(args: View) -> None:
     from tiny_agent.providers.userconfig import load_user_config
     from tiny_agent.view.model import build_view_of
     from tiny_agent.view.session_page import session_page
 
-    found = Where(sessions_dir, store_url).find(session)
+    output = args.output
+    found = Where(args.stored).find(args.session)
     path = found.path
     prices = load_user_config(os.environ).models
     try:
@@ -295,7 +285,7 @@ def view(
     write_page(target, page, make_directory=output is None)
     attempts = len(built.attempts)
     sys.stdout.write(f"wrote {target} ({len(page):,} bytes; {attempts:,} attempts, {len(built.operations):,} operations)\n")
-    if open_page:
+    if args.open_page:
         _open_in_browser(target)
 
 
@@ -346,27 +336,19 @@ def _open_in_browser(target: Path) -> None:
         sys.stderr.write(f"· no browser could be started; open {target} yourself\n")
 
 
-def report(
-    all_sessions: bool,
-    since: str | None,
-    by: str,
-    as_json: bool,
-    html: str | None,
-    sessions_dir: str | None,
-    store_url: str | None = None,
-) -> None:
-    """Usage across sessions: tokens, cache hit rate, cost (where prices are known), runs by outcome."""
+def report(args: Report) -> None:
     from tiny_agent.oversight.report import build_report, parse_day, report_lines
     from tiny_agent.providers.userconfig import load_user_config
 
+    by, as_json, html = args.by, args.as_json, args.html
     if as_json and html:
         raise UsageError("--json and --html are exclusive")
     if by not in ("day", "model", "session"):
         raise UsageError(f"--by {by!r}: choose day, model or session")
     grouping: Grouping = "day" if by == "day" else "model" if by == "model" else "session"
-    first_day = parse_day(since) if since else None
-    files = Where(sessions_dir, store_url).store
-    here = None if all_sessions else os.path.realpath(Path.cwd())
+    first_day = parse_day(args.since) if args.since else None
+    files = Where(args.stored).store
+    here = None if args.all_sessions else os.path.realpath(Path.cwd())
     entries = files.report_entries(cwd=here, progress=progress_bar("reading"))
     prices = load_user_config(os.environ).models
     figures = build_report(entries, by=grouping, since=first_day, prices=prices, cwd=here)

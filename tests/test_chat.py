@@ -32,10 +32,13 @@ class Terminal:
         )
         os.close(slave)
         self.seen = b""
+        self.mark = 0
+        """Where the last expected text ended: each read_until looks only after it, so expectations are met in order."""
 
     def read_until(self, needle: bytes, timeout: float = 60.0) -> bytes:
+        """Wait for ``needle`` after the text expected last (never one shown earlier)."""
         deadline = time.monotonic() + timeout
-        while needle not in self.seen:
+        while needle not in self.seen[self.mark :]:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError(f"{needle!r} never appeared; the terminal shows:\n{self.seen.decode(errors='replace')}")
@@ -48,6 +51,7 @@ class Terminal:
                 if not chunk:
                     raise AssertionError(f"the process ended before {needle!r}:\n{self.seen.decode(errors='replace')}")
                 self.seen += chunk
+        self.mark = self.seen.index(needle, self.mark) + len(needle)
         return self.seen
 
     def type(self, text: str) -> None:
@@ -116,7 +120,8 @@ def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
         terminal = Terminal(args, home / "work", _env(home))
         terminal.read_until("› ".encode())
         terminal.type("take your time\n")
-        while server.request_count == 0:
+        deadline = time.monotonic() + 60
+        while server.request_count == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         terminal.type("\x03")
         terminal.read_until(b"aborted")

@@ -13,17 +13,13 @@ from hypothesis import strategies as st
 
 from tiny_agent.errors import ConfigError
 from tiny_agent.providers.selection import profile_table
-from tiny_agent.wire.chat import adapters
-from tiny_agent.wire.chat.adapters import (
-    ADAPTER_NAMES,
-    AdapterIdentity,
-    Change,
-    adapter_identity,
-    apply,
-    normalize_chat,
-    parse_adapter_identity,
-)
-from tiny_agent.wire.chat.seam import Accepted, Rejected, normalize_response
+from tiny_agent.wire.chat import API as CHAT
+from tiny_agent.wire.chat import adapters, normalize_chat
+from tiny_agent.wire.chat.adapters import ADAPTER_NAMES, apply
+from tiny_agent.wire.registry import AdapterIdentity, adapter_identity, parse_adapter_identity
+from tiny_agent.wire.seam import Accepted, Change, Rejected
+
+normalize_response = CHAT.normalize
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 

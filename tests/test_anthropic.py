@@ -27,18 +27,16 @@ from tiny_agent.journal.transcript import (
     UserMessage,
     compaction_summary_message,
 )
-from tiny_agent.wire.anthropic import (
-    API_VERSION,
-    DEFAULT_MAX_TOKENS,
-    anthropic_request,
-    normalize_anthropic,
-    normalize_anthropic_body,
-    normalize_anthropic_stream,
-    reassemble_anthropic_stream,
-    tool_input,
-)
-from tiny_agent.wire.chat.seam import Accepted, AnthropicUsageDerivation, Rejected
+from tiny_agent.wire.anthropic import API as ANTHROPIC
+from tiny_agent.wire.anthropic.request import API_VERSION, DEFAULT_MAX_TOKENS, anthropic_request, tool_input
+from tiny_agent.wire.anthropic.seam import AnthropicUsageDerivation
 from tiny_agent.wire.request import RequestOptions
+from tiny_agent.wire.seam import Accepted, Rejected
+
+normalize_anthropic = ANTHROPIC.normalize
+normalize_anthropic_body = ANTHROPIC.normalize_body
+normalize_anthropic_stream = ANTHROPIC.normalize_stream
+reassemble_anthropic_stream = ANTHROPIC.reassemble
 
 FIXTURES = WIRE / "anthropic"
 

@@ -11,7 +11,7 @@ from conftest import PROJECT_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiny_agent.wire.chat.seam import Accepted, normalize_body, normalize_response
+from tiny_agent.wire.chat import API as CHAT
 from tiny_agent.wire.chat.stream import (
     LiveChatView,
     Reassembled,
@@ -23,7 +23,11 @@ from tiny_agent.wire.chat.stream import (
     reassemble,
     reassemble_events,
 )
+from tiny_agent.wire.seam import Accepted
 from tiny_agent.wire.sse import SseDecoder, SseEvent, parse_events
+
+normalize_body = CHAT.normalize_body
+normalize_response = CHAT.normalize
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 STREAMS = WIRE / "streams" / "chat"

@@ -39,12 +39,10 @@ from tiny_agent.loopback import (
     whole_body,
     wire_plan,
 )
-from tiny_agent.wire.anthropic import anthropic_request, normalize_anthropic_body, normalize_anthropic_stream
-from tiny_agent.wire.chat.request import chat_request
-from tiny_agent.wire.chat.seam import Accepted, Outcome, Rejected, normalize_body, normalize_response
 from tiny_agent.wire.chat.stream import Reassembled, reassemble
+from tiny_agent.wire.registry import API
 from tiny_agent.wire.request import RequestOptions, WireRequest
-from tiny_agent.wire.responses import normalize_responses_body, normalize_responses_stream, responses_request
+from tiny_agent.wire.seam import Accepted, Outcome, Rejected
 from tiny_agent.wire.sse import parse_events
 
 PATHS: dict[Api, str] = {"chat": "/chat/completions", "anthropic": "/messages", "responses": "/responses"}
@@ -516,19 +514,17 @@ TRANSCRIPT: list[Message] = [UserMessage(content="What is this project?")]
 
 
 def _request(api: Api, messages: list[Message], stream: bool) -> WireRequest:
-    build = {"chat": chat_request, "anthropic": anthropic_request, "responses": responses_request}[api]
-    return build("test/model", "You are careful.", messages, [READ, WRITE], RequestOptions(stream=stream))
+    return API[api].request("test/model", "You are careful.", messages, [READ, WRITE], RequestOptions(stream=stream))
 
 
 def _outcome(api: Api, body: bytes, stream: bool) -> Outcome:
     if not stream:
-        return {"chat": normalize_body, "anthropic": normalize_anthropic_body, "responses": normalize_responses_body}[api](body)
+        return API[api].normalize_body(body)
     if api == "chat":
         reassembled = reassemble(body.decode("utf-8"))
         assert isinstance(reassembled, Reassembled), reassembled
-        return normalize_response(reassembled.body)
-    stream_seam = normalize_anthropic_stream if api == "anthropic" else normalize_responses_stream
-    return stream_seam(body).outcome
+        return API[api].normalize(reassembled.body)
+    return API[api].normalize_stream(body).outcome
 
 
 def _converse(server: LoopbackServer, api: Api, stream: bool, limit: int = 50) -> list[Message]:

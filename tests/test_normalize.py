@@ -16,7 +16,12 @@ from tiny_agent.agent import transactions
 from tiny_agent.fold.transcript_rules import parse_message
 from tiny_agent.journal.transcript import AssistantMessage, Usage
 from tiny_agent.stores.journal import raw_facts, read_journal
-from tiny_agent.wire.chat.seam import Accepted, Rejected, UsageDerivation, normalize_body, normalize_response
+from tiny_agent.wire.chat import API as CHAT
+from tiny_agent.wire.chat.seam import ChatUsageDerivation as UsageDerivation
+from tiny_agent.wire.seam import Accepted, Rejected
+
+normalize_body = CHAT.normalize_body
+normalize_response = CHAT.normalize
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 CASES = sorted(path.name[: -len(".expected.json")] for path in WIRE.glob("*.expected.json"))

@@ -24,14 +24,15 @@ from tiny_agent.journal.transcript import (
     Usage,
     UserMessage,
 )
-from tiny_agent.wire.chat.seam import Accepted, Rejected, ResponsesUsageDerivation
 from tiny_agent.wire.request import RequestOptions
-from tiny_agent.wire.responses import (
-    normalize_responses,
-    normalize_responses_body,
-    normalize_responses_stream,
-    responses_request,
-)
+from tiny_agent.wire.responses import API as RESPONSES
+from tiny_agent.wire.responses.request import responses_request
+from tiny_agent.wire.responses.seam import ResponsesUsageDerivation
+from tiny_agent.wire.seam import Accepted, Rejected
+
+normalize_responses = RESPONSES.normalize
+normalize_responses_body = RESPONSES.normalize_body
+normalize_responses_stream = RESPONSES.normalize_stream
 
 FIXTURES = WIRE / "responses"
 

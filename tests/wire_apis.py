@@ -12,8 +12,7 @@ from conftest import PROJECT_ROOT
 
 from tiny_agent.fold.transcript_rules import parse_message
 from tiny_agent.journal.transcript import AssistantMessage
-from tiny_agent.wire.chat.seam import Accepted, Outcome, Rejected
-from tiny_agent.wire.seam import NormalizedStream
+from tiny_agent.wire.seam import Accepted, NormalizedStream, Outcome, Rejected
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 

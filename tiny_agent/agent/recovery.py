@@ -32,7 +32,7 @@ from tiny_agent.journal.state import (
 from tiny_agent.journal.tools import ToolDeclaration
 from tiny_agent.journal.transcript import SYNTHETIC_TEXTS, AssistantMessage, ToolMessage
 from tiny_agent.providers.endpoint import parse_routing_identity
-from tiny_agent.wire.chat.adapters import parse_adapter_identity
+from tiny_agent.wire.registry import parse_adapter_identity
 
 BlockedReason = Literal["configuration_changed", "environment_changed", "replay_declaration_changed", "attempts_exhausted"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
@@ -21,18 +21,12 @@ from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.journal.redact import Secrets
 from tiny_agent.journal.state import CompactionOperation, SessionState
-from tiny_agent.journal.tools import ToolSpec
-from tiny_agent.journal.transcript import Message
 from tiny_agent.providers.http import Provider, Timeouts
-from tiny_agent.wire.anthropic import anthropic_request
-from tiny_agent.wire.chat.request import chat_request
+from tiny_agent.wire.registry import API, Api
 from tiny_agent.wire.request import RequestOptions, WireRequest
-from tiny_agent.wire.responses import responses_request
 
 if TYPE_CHECKING:
     from tiny_agent.providers.endpoint import Endpoint
-
-Api = Literal["chat", "anthropic", "responses"]
 
 ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
 
@@ -42,12 +36,6 @@ def environment_identity(cwd: Path) -> str:
     configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
     return configured or os.path.realpath(cwd)
 
-RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
-REQUEST_BUILDERS: dict[str, RequestBuilder] = {
-    "chat": chat_request,
-    "anthropic": anthropic_request,
-    "responses": responses_request,
-}
 
 
 class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -162,7 +150,7 @@ class Runtime:
         options = RequestOptions(
             max_tokens=self.policy.max_tokens, stream=self.policy.stream, stream_usage=self.policy.stream_usage
         )
-        build = REQUEST_BUILDERS[self.api]
+        build = API[self.api].request
         if isinstance(state.operation, CompactionOperation):
             retained = len(state.pendingCut.retained) if state.pendingCut is not None else 0
             messages = compaction.summary_messages(state.activeContext, retained)

@@ -25,13 +25,9 @@ from msgspec import UNSET
 from tiny_agent.agent.compaction import CONTEXT_LENGTH_EXCEEDED, is_context_length_error
 from tiny_agent.fold.contract import is_blank
 from tiny_agent.journal.facts import RawResponse
-from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.transcript import AssistantMessage, StopReason, Usage
-from tiny_agent.wire import anthropic, responses
-from tiny_agent.wire.chat import stream as chat_stream
-from tiny_agent.wire.chat.adapters import AdapterIdentity, Change, apply, parse_adapter_identity
-from tiny_agent.wire.chat.seam import Accepted, Outcome, Rejected, UsageDerivation, normalize_response
-from tiny_agent.wire.seam import Reassembly
+from tiny_agent.wire.registry import API, parse_adapter_identity
+from tiny_agent.wire.seam import Accepted, Change, Outcome, Reject, Rejected, decode_body
 from tiny_agent.wire.sse import looks_like_sse
 
 
@@ -72,78 +68,29 @@ class Settlement(msgspec.Struct, frozen=True):
 def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
     """Run a stored response through reassembly, the adapters and the seam of the attempt's API."""
     identity = parse_adapter_identity(adapter_identity)
+    api = API[identity.api]
+    stream: StreamFacts | None = None
+
+    def derived(outcome: Outcome, changes: list[Change] | None = None) -> Derivation:
+        return Derivation(identity.api, identity.adapters, identity.recognised, outcome, stream, changes or [])
+
     if raw.body is UNSET:
-        return _derived(identity, _rejected("the response body is not UTF-8 text"))
-    text = raw.body
-    if looks_like_sse(text):
-        return _from_stream(identity, text)
-    if not text.strip():
-        return _derived(identity, _rejected("response body is empty"))
-    try:
-        value = LineDecoder().decode(text.encode("utf-8"))
-    except ProfileViolation as error:
-        return _derived(identity, _rejected(f"response body is not JSON: {error}"))
-    return _from_value(identity, value, None)
-
-
-def _from_value(identity: AdapterIdentity, value: Any, stream: StreamFacts | None) -> Derivation:
-    if identity.api == "anthropic":
-        return _derived(identity, anthropic.normalize_anthropic(value), stream)
-    if identity.api == "responses":
-        return _derived(identity, responses.normalize_responses(value), stream)
-    adapted, changes = apply(value, identity.adapters)
-    return _derived(identity, normalize_response(adapted), stream, changes)
-
-
-def _from_stream(identity: AdapterIdentity, text: str) -> Derivation:
-    if identity.api == "chat":
-        assembled = chat_stream.reassemble(text)
-        if isinstance(assembled, chat_stream.StreamRejected):
-            facts = StreamFacts(events=assembled.chunks, bytes=assembled.bytes, not_carried=[], problem=assembled.reason)
-            return _derived(identity, _rejected_stream(assembled.reason, assembled.usage), facts)
-        facts = StreamFacts(events=assembled.chunks, bytes=assembled.bytes, not_carried=assembled.dropped)
-        return _from_value(identity, assembled.body, facts)
-    if identity.api == "anthropic":
-        reassembly = anthropic.reassemble_anthropic_stream(text)
-        outcome = anthropic.normalize_anthropic_stream(text).outcome
+        return derived(api.rejected("the response body is not UTF-8 text"))
+    if looks_like_sse(raw.body):
+        reassembly = api.reassemble(raw.body)
+        stream = StreamFacts(reassembly.event_count, reassembly.byte_size, reassembly.not_carried, reassembly.problem)
+        if reassembly.problem is not None:
+            return derived(api.rejected(reassembly.problem, reassembly.body))
+        value: Any = reassembly.body
     else:
-        reassembly = responses.reassemble_responses_stream(text)
-        outcome = responses.normalize_responses_stream(text).outcome
-    return _derived(identity, outcome, _stream_facts(reassembly))
-
-
-def _stream_facts(reassembly: Reassembly) -> StreamFacts:
-    return StreamFacts(
-        events=reassembly.event_count,
-        bytes=reassembly.byte_size,
-        not_carried=reassembly.not_carried,
-        problem=reassembly.problem,
-    )
-
-
-def _derived(
-    identity: AdapterIdentity, outcome: Outcome, stream: StreamFacts | None = None, changes: list[Change] | None = None
-) -> Derivation:
-    return Derivation(
-        api=identity.api,
-        adapters=identity.adapters,
-        recognised=identity.recognised,
-        outcome=outcome,
-        stream=stream,
-        changes=changes or [],
-    )
-
-
-def _rejected(reason: str) -> Rejected:
-    return Rejected(reason=reason, usage=Usage(), derivation=UsageDerivation())
-
-
-def _rejected_stream(reason: str, usage: Any) -> Rejected:
-    """A rejected chat stream still ledgers the usage that arrived before the rejection."""
-    paid = normalize_response({"usage": usage}) if usage is not None else None
-    if paid is None:
-        return _rejected(reason)
-    return Rejected(reason=reason, usage=paid.usage, derivation=paid.derivation)
+        try:
+            value = decode_body(raw.body)
+        except Reject as rejection:
+            return derived(api.rejected(rejection.reason))
+    if api.adapt is None:
+        return derived(api.normalize(value))
+    adapted, changes = api.adapt(value, identity.adapters)
+    return derived(api.normalize(adapted), changes)
 
 
 # -- the settling rules ------------------------------------------------------------

@@ -132,7 +132,7 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
 
 def normalize(args: Normalize) -> None:
     from tiny_agent.agent.settlement import derive
-    from tiny_agent.wire.chat.seam import Accepted
+    from tiny_agent.wire.seam import Accepted
 
     source = args.source
     body = read_input(source)
@@ -170,7 +170,7 @@ def _adapter_identity_for(provider: str | None, api: str | None) -> str:
     from tiny_agent.providers.profiles import api_named
     from tiny_agent.providers.selection import profile_table
     from tiny_agent.providers.userconfig import load_user_config
-    from tiny_agent.wire.chat.adapters import adapter_identity
+    from tiny_agent.wire.registry import adapter_identity
 
     if provider is None:
         return adapter_identity(api_named(api) if api else "chat", ())

@@ -34,9 +34,7 @@ from tiny_agent.loopback.demo import DEMO_MODEL, DEMO_PROMPT, demo_bodies, demo_
 from tiny_agent.loopback.events import Comment, Event, StreamItem, encode_events
 from tiny_agent.loopback.models import EndlessToolCaller, ToolLoopModel
 from tiny_agent.loopback.script import (
-    APIS,
     EVENT_STREAM,
-    Api,
     Pieces,
     Reply,
     Script,
@@ -47,6 +45,7 @@ from tiny_agent.loopback.script import (
 )
 from tiny_agent.loopback.server import ROUTES, LoopbackServer, SentReply
 from tiny_agent.loopback.validation import Violation
+from tiny_agent.wire.registry import APIS, Api
 
 __all__ = [
     "APIS",

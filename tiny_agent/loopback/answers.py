@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from tiny_agent.loopback.events import Comment, Event, StreamItem, encode_events
-from tiny_agent.loopback.script import Api
+from tiny_agent.wire.registry import Api
 
 CREATED: Final = 1764700000
 KEEP_ALIVE: Final = "OPENROUTER PROCESSING"

@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import msgspec
 
 from tiny_agent.journal.redact import SECRET_PARAMETER_NAMES, SECRET_PARAMETER_WORDS
-from tiny_agent.loopback.script import Api
+from tiny_agent.wire.registry import Api
 
 CREDENTIAL_HEADERS: Final = frozenset(("authorization", "x-api-key", "api-key", "proxy-authorization"))
 

@@ -19,7 +19,8 @@ from typing import Any
 import msgspec
 
 from tiny_agent.loopback.answers import Answer, Call, StreamShape, Tokens, event_stream, whole_body
-from tiny_agent.loopback.script import Api, Pieces, Reply, ScriptedModel, streamed
+from tiny_agent.loopback.script import Pieces, Reply, ScriptedModel, streamed
+from tiny_agent.wire.registry import Api
 
 
 class ToolLoopModel(ScriptedModel):

@@ -19,11 +19,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from tiny_agent.loopback.events import StreamItem, encode_events
-
-Api = Literal["chat", "anthropic", "responses"]
-"""The three wire APIs: Chat Completions, Anthropic Messages, OpenAI Responses."""
-
-APIS: Final[tuple[Api, ...]] = ("chat", "anthropic", "responses")
+from tiny_agent.wire.registry import Api
 
 Framing = Literal["length", "chunked", "close"]
 """How the end of a body is told: ``Content-Length``, ``Transfer-Encoding: chunked``, or closing the connection."""

@@ -31,8 +31,9 @@ import msgspec
 
 from tiny_agent.loopback.answers import error_body
 from tiny_agent.loopback.capture import RecordedRequest, record
-from tiny_agent.loopback.script import Api, Framing, Model, Reply, Script, Step, WirePlan, expected_api, wire_plan
+from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, WirePlan, expected_api, wire_plan
 from tiny_agent.loopback.validation import Rule, Violation, violation_of
+from tiny_agent.wire.registry import Api
 
 ROUTES: Final[dict[str, Api]] = {
     "/v1/chat/completions": "chat",

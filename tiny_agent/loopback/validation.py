@@ -28,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 
 from tiny_agent.loopback.capture import RecordedRequest
-from tiny_agent.loopback.script import Api
+from tiny_agent.wire.registry import Api
 
 Rule = Literal[
     "route",

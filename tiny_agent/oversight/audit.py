@@ -47,7 +47,7 @@ from tiny_agent.journal.facts import (
 from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 from tiny_agent.stores import files as filestore
 from tiny_agent.stores.journal import CheckedFacts, collector_paused
-from tiny_agent.wire.chat.seam import Accepted
+from tiny_agent.wire.seam import Accepted
 
 Settled = Literal["assistant", "compaction", "failed", "aborted", "retried", "open"]
 

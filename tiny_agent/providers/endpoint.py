@@ -16,7 +16,7 @@ import msgspec
 from tiny_agent.errors import ConfigError
 from tiny_agent.journal.redact import Secrets, collect_secrets
 from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem, is_loopback, safe_base_url
-from tiny_agent.wire.chat.adapters import Api, adapter_identity
+from tiny_agent.wire.registry import Api, adapter_identity
 
 if TYPE_CHECKING:
     from tiny_agent.providers.profiles import Profile

@@ -17,7 +17,7 @@ from typing import Final, Literal
 import msgspec
 
 from tiny_agent.errors import ConfigError
-from tiny_agent.wire.chat.adapters import Api
+from tiny_agent.wire.registry import APIS, Api
 
 KeyStyle = Literal["bearer", "x-api-key", "api-key"]
 """``Authorization: Bearer KEY``, ``x-api-key: KEY`` (Anthropic), ``api-key: KEY`` (Azure)."""
@@ -181,9 +181,6 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
 
 BUILTIN_NAMES: Final[frozenset[str]] = frozenset(profile.name for profile in BUILTIN_PROFILES)
 CUSTOM: Final = "custom"
-
-
-APIS: Final[tuple[Api, ...]] = ("chat", "anthropic", "responses")
 
 
 def api_named(text: str, origin: str = "--api") -> Api:

@@ -46,7 +46,7 @@ from tiny_agent.providers.profiles import (
     ProfileOrigin,
     default_key_style,
 )
-from tiny_agent.wire.chat.adapters import Api
+from tiny_agent.wire.registry import Api
 
 if TYPE_CHECKING:
     from tiny_agent.providers.userconfig import UserConfig

@@ -46,7 +46,8 @@ import msgspec
 from tiny_agent.errors import ConfigError, os_error
 from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem
 from tiny_agent.providers.profiles import API_HEADERS, BUILTIN_NAMES, DEFAULT_MAX_TOKENS, KeyStyle, Profile, default_key_style
-from tiny_agent.wire.chat.adapters import Api, is_known_adapter
+from tiny_agent.wire.chat.adapters import is_known_adapter
+from tiny_agent.wire.registry import Api
 
 CONFIG_ENV: Final = "TINY_AGENT_CONFIG"
 

@@ -55,8 +55,7 @@ from tiny_agent.oversight.cost import Cost, price
 from tiny_agent.oversight.verify import Verdict, verify_in
 from tiny_agent.providers.userconfig import ModelSettings
 from tiny_agent.stores.journal import facts_of, lines_of
-from tiny_agent.wire import anthropic, responses
-from tiny_agent.wire.chat import stream as chat_stream
+from tiny_agent.wire.registry import API
 from tiny_agent.wire.sse import looks_like_sse
 
 if TYPE_CHECKING:
@@ -551,10 +550,6 @@ def raw_view(raw: RawResponse, api: str) -> RawView:
 
 
 def reassembled_body(text: str, api: str) -> Any:
-    """The body the API's own stream reassembly makes of an event stream (None if it could not)."""
-    if api == "anthropic":
-        return anthropic.reassemble_anthropic_stream(text).body
-    if api == "responses":
-        return responses.reassemble_responses_stream(text).body
-    assembled = chat_stream.reassemble(text)
-    return assembled.body if isinstance(assembled, chat_stream.Reassembled) else None
+    """The body the API's own stream reassembly makes of an event stream (after a problem: what had arrived)."""
+    wire = next((wire for name, wire in API.items() if name == api), API["chat"])
+    return wire.reassemble(text).body

@@ -1,12 +1,9 @@
-"""The wire APIs tiny-agent speaks, one module each: how a request is built from the canonical
-transcript, and how a response (whole or streamed) becomes one canonical assistant message.
+"""The wire APIs: how a request is built from the canonical transcript, and how a response (whole or
+streamed) becomes one canonical assistant message.
 
-- :mod:`tiny_agent.wire.sse` — Server-Sent Events framing, shared by every streamed API;
-- :mod:`tiny_agent.wire.chat.stream` — Chat Completions chunks reassembled into one body;
-- :mod:`tiny_agent.wire.anthropic` — Anthropic Messages;
-- :mod:`tiny_agent.wire.responses` — OpenAI Responses.
+One subpackage per API (:mod:`.chat`, :mod:`.anthropic`, :mod:`.responses`), each declaring one
+:class:`~tiny_agent.wire.seam.WireApi`; :mod:`.registry` lists them.  Shared: :mod:`.seam` (the
+protocol, the outcome types, the seam's tools), :mod:`.sse` (event-stream framing) and :mod:`.request`.
 
-The Chat Completions seam itself is :mod:`tiny_agent.wire.chat.seam`.
-
-Everything in this package is pure: bytes and values in, values out, no I/O.
+Everything in this package is pure (bytes and values in, values out) and imports only journal/ and errors.
 """

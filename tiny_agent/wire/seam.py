@@ -1,32 +1,191 @@
-"""What the Anthropic and Responses seams share: rejections, wording, counters, canonical rules.
+"""What every wire API shares: the :class:`WireApi` each one declares, the outcome types, and the seam's tools.
 
-Each seam rejects first and rebuilds second, like the Chat Completions seam
-(:mod:`tiny_agent.wire.chat.seam`), and returns the same outcome types.  This
-module holds the parts that do not depend on the API: the internal rejection
-signal, how values are described in one-line reasons, how a usage counter is
-read, the canonical rules every assistant message obeys whatever the wire
-said (call ids non-empty and distinct, names non-empty, the content rule),
-strict JSON for text the seams parse, the inventory of members a result was
-not built from, and the shape of a reassembled stream.
+A seam rejects first and rebuilds second (docs/normalize.md): :class:`WireApi.normalize` runs one
+API's rules in that order, whatever the API, and returns :class:`Accepted` or :class:`Rejected`.
+The helpers below are the parts that do not depend on the API: the internal rejection signal
+(:class:`Reject`, caught by the seam), how values are worded in one-line reasons, how a usage counter
+is read, the canonical rules every assistant message obeys, strict JSON, the inventory of what a result
+was not built from, and the shape of a reassembled stream.
 
-Pure: no I/O.  Nothing here raises out of a seam: :class:`Reject` is caught
-by the seam that raised it.
+Pure: no I/O.  Values come from providers: nothing here raises out of a seam, whatever they hold.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
 from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation
-from tiny_agent.journal.transcript import AssistantMessage, ToolCall
-from tiny_agent.wire.chat.seam import Outcome
-from tiny_agent.wire.wording import MISSING, kind, short
+from tiny_agent.journal.tools import ToolSpec
+from tiny_agent.journal.transcript import AssistantMessage, Message, StopReason, ToolCall, Usage
+from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.sse import parse_events
 
-"""A member that is absent (as opposed to present and null)."""
+MISSING: Final = object()
+"""Stands for a member that is absent (``container.get(key, MISSING)``), as opposed to ``null``."""
 
-"""In a kept shape: this member was not carried at all (listed as one path)."""
+DROPPED: Final = object()
+"""In a kept shape: a member of which nothing is kept (listed whole)."""
+
+
+# -- outcomes -----------------------------------------------------------------
+
+
+class UsageDerivation(Protocol):
+    """How one API's usage object became the ledger's counters (each API has its own)."""
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def cost(self) -> float | None: ...
+
+    def explain(self) -> str: ...
+
+
+class Accepted(msgspec.Struct, frozen=True):
+    message: AssistantMessage
+    stop_reason: StopReason
+    usage: Usage
+    derivation: UsageDerivation
+    dropped: list[str]
+    """JSON paths of the members the canonical result was not built from, in document order."""
+    finish_reason: str | None
+    """The API's own word for why the answer ended: Chat ``finish_reason``, Anthropic
+    ``stop_reason``, Responses ``status`` (or ``incomplete_details.reason`` when incomplete)."""
+    response_id: str | None = None
+    model: str | None = None
+
+
+class Rejected(msgspec.Struct, frozen=True):
+    reason: str
+    """One line naming the path and the rule broken."""
+    usage: Usage
+    """What the provider reported before or despite the rejection: paid tokens are ledgered once."""
+    derivation: UsageDerivation
+    finish_reason: str | None = None
+    response_id: str | None = None
+    model: str | None = None
+
+
+Outcome = Accepted | Rejected
+
+
+class Reassembly(msgspec.Struct, frozen=True):
+    """A stream put back together as the one body the API would have sent whole."""
+
+    body: dict[str, Any] | None
+    """The reassembled body; after a problem, what had arrived (its usage still counts); None if nothing had."""
+    problem: str | None
+    """Why the stream cannot stand for a response (one line), or None."""
+    event_count: int
+    """Complete events in the stream (an unfinished last event is not one)."""
+    byte_size: int
+    """The stream's size in UTF-8 bytes."""
+    not_carried: list[str]
+    """Paths (``events[3].delta``, ``events[0:41]``) of what the body was not built from."""
+
+
+class NormalizedStream(msgspec.Struct, frozen=True):
+    """A stream's seam outcome, and how it was reassembled (for audit)."""
+
+    outcome: Outcome
+    reassembly: Reassembly
+
+
+ChangeKind = Literal["added", "removed", "replaced"]
+
+
+class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One rewrite a quirk adapter made, for audit: which adapter, where, and what."""
+
+    adapter: str
+    """``name@version``."""
+    path: str
+    """JSON path in the body, in the seam's notation: ``choices[0].message.content``."""
+    kind: ChangeKind
+    detail: str
+    """One line: what was there and what is there now."""
+
+
+# -- the protocol ---------------------------------------------------------------
+
+RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
+"""``(model, system prompt, messages, tools, options) -> request``."""
+
+
+class Seam(Protocol):
+    """One API's seam rules (its ``seam`` module satisfies this)."""
+
+    def read_usage(self, body: Any) -> tuple[UsageDerivation, str | None]:
+        """The derivation (unreadable counters count as 0) and the first problem found, from a decoded body (or None)."""
+        ...
+
+    def metadata(self, body: Any) -> dict[str, Any]:
+        """``finish_reason``, ``response_id`` and ``model`` as far as the body says them."""
+        ...
+
+    def answer(self, body: Any) -> tuple[AssistantMessage, StopReason]:
+        """The rules, then the rebuilt message: raises :class:`Reject` at the first broken rule."""
+        ...
+
+    def dropped_paths(self, body: Any, derivation: Any) -> list[str]:
+        """The paths of an accepted body the message was not built from."""
+        ...
+
+
+class WireApi(msgspec.Struct, frozen=True):
+    """One wire API: everything between the canonical transcript and the bytes, declared once.
+
+    Each API's subpackage declares one; :mod:`tiny_agent.wire.registry` lists them.
+    """
+
+    identity: str
+    """The ``adapterIdentity`` of a response derived by this API with no adapters (``chat-completions:v1``)."""
+    request: RequestBuilder
+    seam: Seam
+    reassemble: Callable[[bytes | str], Reassembly]
+    """An event stream as the one body the API would have sent whole."""
+    adapt: Callable[[Any, Sequence[str]], tuple[Any, list[Change]]] | None = None
+    """The quirk adapters (by name) run on a decoded body before the seam; None: this API has none."""
+
+    def normalize(self, body: Any) -> Outcome:
+        """The seam: a decoded body in, the canonical message (or a one-line rejection) out."""
+        derivation, usage_problem = self.seam.read_usage(body)
+        metadata = self.seam.metadata(body)
+        try:
+            message, stop_reason = self.seam.answer(body)
+            if usage_problem is not None:
+                raise Reject(usage_problem)
+        except Reject as rejection:
+            return Rejected(reason=rejection.reason, usage=derivation.usage, derivation=derivation, **metadata)
+        dropped = self.seam.dropped_paths(body, derivation)
+        return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **metadata)
+
+    def rejected(self, reason: str, body: Any = None) -> Rejected:
+        """A rejection that still ledgers the usage ``body`` (what had arrived) reports."""
+        derivation, _ = self.seam.read_usage(body)
+        return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **self.seam.metadata(body))
+
+    def normalize_body(self, body: bytes | str) -> Outcome:
+        """Parse a whole response body (strict JSON: no duplicate keys, no lone surrogates) and normalize it."""
+        try:
+            value = decode_body(body)
+        except Reject as rejection:
+            return self.rejected(rejection.reason)
+        return self.normalize(value)
+
+    def normalize_stream(self, stream: bytes | str) -> NormalizedStream:
+        """Reassemble an event stream once and normalize its body; a rejected stream keeps the usage that arrived."""
+        reassembly = self.reassemble(stream)
+        if reassembly.problem is None:
+            return NormalizedStream(outcome=self.normalize(reassembly.body), reassembly=reassembly)
+        return NormalizedStream(outcome=self.rejected(reassembly.problem, reassembly.body), reassembly=reassembly)
+
+
+# -- the seam's tools -----------------------------------------------------------
 
 
 class Reject(Exception):
@@ -45,28 +204,21 @@ def text_member(body: Any, key: str) -> str | None:
     return value if type(value) is str else None
 
 
-# -- canonical rules ----------------------------------------------------------
-
-
 def assistant_message(texts: list[str], calls: list[ToolCall], where: str) -> AssistantMessage:
     """The canonical message from the text pieces (joined without separator) and the calls, in order.
 
     With no text, ``content`` is null when there are calls and ``""`` when
     there are none (the transcript's only two shapes of "nothing said").
     """
-    require_distinct_call_ids(calls, where)
-    text = "".join(texts)
-    if not calls:
-        return AssistantMessage(content=text)
-    return AssistantMessage(content=text or None, tool_calls=calls)
-
-
-def require_distinct_call_ids(calls: list[ToolCall], where: str) -> None:
     seen: set[str] = set()
     for call in calls:
         if call.id in seen:
             raise Reject(f"{where}: tool call id {short(call.id)} repeats an earlier call id")
         seen.add(call.id)
+    text = "".join(texts)
+    if not calls:
+        return AssistantMessage(content=text)
+    return AssistantMessage(content=text or None, tool_calls=calls)
 
 
 def require_text(container: dict[str, Any], key: str, where: str) -> str:
@@ -118,16 +270,13 @@ def decode_body(body: bytes | str) -> Any:
         raise Reject(f"response body is not JSON: {error}") from None
 
 
-# -- usage counters -----------------------------------------------------------
-
-
-def counter(container: dict[str, Any], key: str, where: str, problems: list[str]) -> int:
+def counter(container: dict[str, Any], key: str, where: str, problems: list[str], shown: Shown = "both") -> int:
     """A token counter: absent or null is 0; anything but a safe non-negative integer is a problem (and 0)."""
     value = container.get(key)
     if value is None:
         return 0
     if type(value) is not int or value < 0:
-        problems.append(f"{where} is {describe(value)} (expected a non-negative integer)")
+        problems.append(f"{where} is {describe(value, shown)} (expected a non-negative integer)")
         return 0
     if value > MAX_SAFE_INTEGER:
         problems.append(f"{where} is {value}, beyond the largest count the journal can hold")
@@ -135,50 +284,48 @@ def counter(container: dict[str, Any], key: str, where: str, problems: list[str]
     return value
 
 
-def usage_object(body: Any, where: str, problems: list[str]) -> dict[str, Any]:
-    """The body's usage object; absent or null reads as empty, anything else is a problem."""
-    usage = body.get(where) if type(body) is dict else None
-    if usage is None:
+def member_object(container: Any, key: str, where: str, problems: list[str]) -> dict[str, Any]:
+    """An object member (a usage object, its details); absent or null reads as empty, anything else is a problem."""
+    value = container.get(key) if type(container) is dict else None
+    if value is None:
         return {}
-    if type(usage) is not dict:
-        problems.append(f"{where} is {kind(usage)} (expected an object)")
+    if type(value) is not dict:
+        problems.append(f"{where} is {kind(value)} (expected an object)")
         return {}
-    return usage
+    return value
 
 
-def details_object(container: dict[str, Any], key: str, where: str, problems: list[str]) -> dict[str, Any]:
-    details = container.get(key)
-    if details is None:
-        return {}
-    if type(details) is not dict:
-        problems.append(f"{where} is {kind(details)} (expected an object)")
-        return {}
-    return details
+def unkept_paths(value: Any, kept: Any, path: str = "") -> list[str]:
+    """The JSON paths of members of ``value`` outside the ``kept`` shape, in document order, shallowest first.
+
+    In a shape, ``None`` keeps a member whole, a dict or a list keeps the
+    members it names, and :data:`DROPPED` keeps nothing of it.
+    """
+    out: list[str] = []
+    _walk(value, kept, path, out)
+    return out
 
 
-# -- streams ------------------------------------------------------------------
-
-
-class Reassembly(msgspec.Struct, frozen=True):
-    """A stream put back together as the one body the API would have sent whole."""
-
-    body: dict[str, Any] | None
-    """The reassembled body; after a problem, what had arrived (its usage still counts); None if nothing had."""
-    problem: str | None
-    """Why the stream cannot stand for a response (one line), or None."""
-    event_count: int
-    """Complete events in the stream (an unfinished last event is not one)."""
-    byte_size: int
-    """The stream's size in UTF-8 bytes."""
-    not_carried: list[str]
-    """Paths (``events[3].delta``, ``events[0:41]``) of what the body was not built from."""
-
-
-class NormalizedStream(msgspec.Struct, frozen=True):
-    """A stream's seam outcome, and how it was reassembled (for audit)."""
-
-    outcome: Outcome
-    reassembly: Reassembly
+def _walk(value: Any, kept: Any, path: str, out: list[str]) -> None:
+    if kept is None:
+        return
+    if kept is DROPPED:
+        out.append(path)
+        return
+    if type(value) is dict and type(kept) is dict:
+        for key, member in value.items():
+            child = f"{path}.{key}" if path else key
+            if key in kept:
+                _walk(member, kept[key], child, out)
+            else:
+                out.append(child)
+    elif type(value) is list and type(kept) is list:
+        for index, item in enumerate(value):
+            child = f"{path}[{index}]"
+            if index < len(kept):
+                _walk(item, kept[index], child, out)
+            else:
+                out.append(child)
 
 
 def stream_text(stream: bytes | str) -> tuple[str, int] | str:
@@ -189,6 +336,39 @@ def stream_text(stream: bytes | str) -> tuple[str, int] | str:
         return stream.decode("utf-8"), len(stream)
     except UnicodeDecodeError as error:
         return f"stream is not UTF-8 text (byte {error.start})"
+
+
+class EventGrammar(Protocol):
+    """One API's event grammar, fed one event at a time; the first broken rule raises :class:`Reject`."""
+
+    not_carried: list[str]
+
+    def event(self, value: dict[str, Any], where: str, index: int) -> None: ...
+
+    def body(self, events: int) -> dict[str, Any]:
+        """The whole body, once the stream (of ``events`` complete events) is over."""
+        ...
+
+    def partial_body(self) -> dict[str, Any] | None:
+        """After a problem: the body as far as it arrived (its usage is still paid for)."""
+        ...
+
+
+def reassemble_events(stream: bytes | str, grammar: EventGrammar) -> Reassembly:
+    """An event stream whose events are typed JSON objects (Anthropic, Responses), read by ``grammar``."""
+    text = stream_text(stream)
+    if isinstance(text, str):
+        return Reassembly(body=None, problem=text, event_count=0, byte_size=len(stream), not_carried=[])
+    source, size = text
+    events = parse_events(source)
+    try:
+        for index, event in enumerate(events):
+            where = f"events[{index}]"
+            grammar.event(event_object(event.data, event.event, where), where, index)
+        body = grammar.body(len(events))
+    except Reject as rejection:
+        return Reassembly(grammar.partial_body(), rejection.reason, len(events), size, grammar.not_carried)
+    return Reassembly(body, None, len(events), size, grammar.not_carried)
 
 
 def event_object(data: str, name: str | None, where: str) -> dict[str, Any]:
@@ -202,15 +382,55 @@ def event_object(data: str, name: str | None, where: str) -> dict[str, Any]:
     return value
 
 
-# -- wording ------------------------------------------------------------------
+# -- wording --------------------------------------------------------------------
+
+Shown = Literal["both", "strings", "integers"]
+"""Which values a reason shows as themselves; the others are shown by their kind."""
 
 
-def describe(value: Any) -> str:
-    """How a reason shows a value: strings and integers as themselves, anything else by its kind."""
+def describe(value: Any, shown: Shown = "both") -> str:
+    """How a reason shows a value: ``missing``, a string or an integer as itself, anything else by its kind."""
     if value is MISSING:
         return "missing"
-    if type(value) is str:
+    if type(value) is str and shown != "integers":
         return "an empty string" if not value else short(value)
-    if type(value) is int:
+    if type(value) is int and shown != "strings":
         return short(value)
     return kind(value)
+
+
+def kind(value: Any) -> str:
+    """``null``, ``a boolean``, ``a number``, ``a string``, ``a list``, ``an object`` (or the type's name)."""
+    if value is None:
+        return "null"
+    value_type = type(value)
+    if value_type is bool:
+        return "a boolean"
+    if value_type is int or value_type is float or value_type is msgspec.Raw:
+        return "a number"
+    if value_type is str:
+        return "a string"
+    if value_type is list:
+        return "a list"
+    if value_type is dict:
+        return "an object"
+    return value_type.__name__
+
+
+def short(value: Any) -> str:
+    """The value's JSON, cut at 60 characters (its repr when it has no JSON form)."""
+    try:
+        text = msgspec.json.encode(value).decode()
+    except (TypeError, ValueError, OverflowError, UnicodeDecodeError, msgspec.EncodeError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def error_text(error: Any, kind_key: str = "code") -> str:
+    """``overloaded_error: Overloaded`` from an error object; its JSON, shortened, from anything else."""
+    if type(error) is dict and type(error.get("message")) is str:
+        label = error.get(kind_key)
+        prefix = f"{label}: " if type(label) in (str, int) else ""
+        text = " ".join((prefix + error["message"]).split())
+        return text if len(text) <= 120 else text[:117] + "..."
+    return short(error)

@@ -1,56 +1,25 @@
 """Quirk adapters: small, named, versioned rewrites of a Chat Completions body before the seam.
 
-Some providers send bodies that are almost, but not quite, the Chat
-Completions shape: vLLM answers with ``"tool_calls": []``, Groq and Azure omit
-``content`` next to tool calls, Mistral sends ``content`` as a list of parts
-and calls without ``type``, llama.cpp can send ``arguments`` as an object.  The
-seam (:mod:`tiny_agent.wire.chat.seam`) rightly rejects all of these, and stays
-unchanged: a profile names the adapters its provider needs, and they run on
-the decoded body first.
-
-Every adapter looks only at ``choices[*].message`` and:
-
-- never mutates its input (containers on a changed path are copied);
-- returns the new body and a list of :class:`Change` records for audit;
-- leaves a shape it does not recognise untouched, so the seam decides.
-
-An adapter is referred to by ``name`` (its current version) or ``name@N``
-(exactly version N); the configuration snapshot's ``adapterIdentity`` records
-the versions, so audit and recovery re-derive a stored response with exactly
-the adapters its attempt used (:func:`parse_adapter_identity`).
+Some providers send bodies that are almost, but not quite, the Chat Completions shape (docs/provider.md
+lists which).  The seam rightly rejects them and stays unchanged: a profile names the adapters its
+provider needs, and they run on the decoded body first.  Every adapter looks only at
+``choices[*].message``, never mutates its input (containers on a changed path are copied), returns the
+new body with a :class:`~tiny_agent.wire.seam.Change` per rewrite, and leaves a shape it does not
+recognise to the seam.  ``name`` is an adapter's current version, ``name@N`` exactly version N; the
+configuration snapshot's ``adapterIdentity`` records the versions (:mod:`tiny_agent.wire.registry`).
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from tiny_agent.errors import ConfigError
-from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.wire.chat.seam import Outcome, normalize_body, normalize_response
-
-Api = Literal["chat", "anthropic", "responses"]
-"""The wire API a profile speaks: Chat Completions, Anthropic Messages, OpenAI Responses."""
-
-ChangeKind = Literal["added", "removed", "replaced"]
-
-
-class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One rewrite an adapter made, for audit: which adapter, where, and what."""
-
-    adapter: str
-    """``name@version``."""
-    path: str
-    """JSON path in the body, in the seam's notation: ``choices[0].message.content``."""
-    kind: ChangeKind
-    detail: str
-    """One line: what was there and what is there now."""
-
+from tiny_agent.wire.seam import Change, ChangeKind
 
 MessageRewrite = Callable[[dict[str, Any], str, str], tuple[dict[str, Any], list[Change]]]
 """``(message, path of the message, adapter reference) -> (message, changes)``; the same object when unchanged."""
@@ -262,70 +231,3 @@ def _rewrite_messages(body: Any, adapter: Adapter, changes: list[Change]) -> Any
     if not changed:
         return body
     return {**body, "choices": rewritten_choices}
-
-
-def normalize_chat(body: bytes | str, adapter_names: Sequence[str]) -> tuple[Outcome, list[Change]]:
-    """Decode a stored Chat Completions body strictly, adapt it, and run the unchanged seam.
-
-    A body that is not JSON is the seam's own rejection (no adapter runs on it).
-    """
-    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
-    try:
-        value = LineDecoder().decode(data)
-    except ProfileViolation:
-        return normalize_body(body), []
-    adapted, changes = apply(value, adapter_names)
-    return normalize_response(adapted), changes
-
-
-# -- the configuration snapshot's adapterIdentity -----------------------------------
-
-API_IDENTITIES: Final[dict[Api, str]] = {
-    "chat": "chat-completions:v1",
-    "anthropic": "anthropic-messages:v1",
-    "responses": "openai-responses:v1",
-}
-_API_OF_IDENTITY: Final[dict[str, Api]] = {identity: api for api, identity in API_IDENTITIES.items()}
-_REFERENCE_PATTERN: Final = re.compile(r"[a-z0-9-]+@[1-9][0-9]*")
-
-
-class AdapterIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What an ``adapterIdentity`` string says: the wire API and the adapters, with versions."""
-
-    api: Api
-    adapters: tuple[str, ...]
-    """``name@version`` references, in the order they ran."""
-    recognised: bool
-    """False for an identity this version did not write (read as chat with no adapters)."""
-
-
-def adapter_identity(api: Api, adapter_names: Sequence[str]) -> str:
-    """``chat-completions:v1`` with no adapters (what journals held before adapters existed);
-    ``chat-completions:v1+absent-content-is-null@1,content-parts-to-text@1`` with some."""
-    base = API_IDENTITIES[api]
-    if not adapter_names:
-        return base
-    if api != "chat":
-        raise ConfigError(f"adapters apply to the chat API only, not to {api}")
-    references = [find_adapter(name).reference for name in adapter_names]
-    return f"{base}+{','.join(references)}"
-
-
-def parse_adapter_identity(identity: str) -> AdapterIdentity:
-    """The API and adapters an identity names; anything not written by this code reads as plain chat.
-
-    ``openrouter:chat-completions:v1`` (the spec's example) and identities that
-    name an adapter or version this code does not have are not recognised:
-    they read as chat with no adapters, and ``recognised`` says so.
-    """
-    base, plus, listed = identity.partition("+")
-    api = _API_OF_IDENTITY.get(base)
-    if api is None:
-        return AdapterIdentity(api="chat", adapters=(), recognised=False)
-    if not plus:
-        return AdapterIdentity(api=api, adapters=(), recognised=True)
-    references = tuple(listed.split(","))
-    well_formed = api == "chat" and all(_REFERENCE_PATTERN.fullmatch(ref) for ref in references)
-    if not well_formed or not all(is_known_adapter(ref) for ref in references):
-        return AdapterIdentity(api="chat", adapters=(), recognised=False)
-    return AdapterIdentity(api=api, adapters=references, recognised=True)

@@ -1,38 +1,9 @@
 """Chat Completions streams: the chunks of one ``text/event-stream`` body reassembled into one body.
 
-The journal keeps a streamed response as the exact bytes of its body.  This
-module derives, from those bytes alone, the one Chat Completions body a
-non-streamed request would have returned; the unchanged seam
-(:func:`tiny_agent.wire.chat.seam.normalize_response`) then normalizes it.  Audit
-re-runs the same derivation, so it is pure and deterministic.
-
-The rules (issue 10, item 3):
-
-- framing is :mod:`tiny_agent.wire.sse`; ``data: [DONE]`` ends the stream and
-  anything after it is ignored;
-- every other data payload is one chunk, parsed under the journal's strict
-  JSON profile (no duplicate keys, no lone surrogates);
-- per choice (merged by the choice's ``index``), the members of ``delta``
-  accumulate into the message: strings concatenate, except ``index`` and
-  ``type``, which keep their first value; ``tool_calls`` merge by their
-  ``index`` and the members of each call merge the same way, nested objects
-  (``function``) member by member; any other value: the first non-null wins;
-- ``finish_reason`` takes the last non-null value per choice, the top-level
-  ``usage`` the last non-null value, ``id`` and ``model`` the first;
-- a chunk with a top-level ``error``, a payload that is not JSON, or a stream
-  with no ``finish_reason`` for choice 0 is rejected, naming the event.
-
-Choices this module makes where the issue is silent (docs/normalize.md, "Streams"):
-
-- ``role`` keeps its first value, like ``type``: some servers repeat it in
-  every delta, and concatenating it could only produce ``"assistantassistant"``.
-  A later, *different* role is a rejection (a message has one role);
-- a member that changes kind (a string, then an object) cannot be merged by
-  any rule and is a rejection; so is a chunk that is not an object, or a
-  choice or call without a non-negative integer ``index``;
-- the assembled message always has ``content`` (the concatenation, or null
-  when no delta carried any: a stream cannot say "missing"); it has
-  ``tool_calls`` only when a call piece arrived, ordered by ``index``.
+The journal keeps a streamed response as the exact bytes of its body; this module derives, from those
+bytes alone, the one body a non-streamed request would have returned, which the unchanged seam then
+normalizes.  Audit re-runs the same derivation.  The rules, and the choices made where the issue was
+silent, are docs/normalize.md's "Streams".  :class:`LiveChatView` is the same reassembly seen live.
 
 Pure: no I/O.  Never raises for any input.
 """
@@ -45,16 +16,14 @@ from typing import Any, Final
 import msgspec
 
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.wire.seam import MISSING, Reassembly, Reject, describe, error_text, kind, short, stream_text
 from tiny_agent.wire.sse import SseEvent, parse_events
-from tiny_agent.wire.wording import error_text, kind
 
 DONE: Final = "[DONE]"
 """The data of the event that ends a Chat Completions stream."""
 
 _KEEP_FIRST: Final = frozenset(("index", "type"))
 """Delta members that are identifiers, not text: they keep their first value."""
-
-_MISSING: Final = object()
 
 _Where = tuple[str | int, ...]
 """Where a member sits inside one chunk: ``("choices", 0, "delta", "tool_calls", 1)``."""
@@ -102,6 +71,18 @@ def reassemble_events(events: Iterable[SseEvent], size: int) -> StreamOutcome:
         if assembler.stopped:
             break
     return assembler.outcome(size)
+
+
+def reassembly(stream: bytes | str) -> Reassembly:
+    """The stream as every API's :class:`Reassembly` (a rejection keeps only the usage that arrived)."""
+    text = stream_text(stream)
+    if isinstance(text, str):
+        return Reassembly(body=None, problem=text, event_count=0, byte_size=len(stream), not_carried=[])
+    outcome = reassemble(text[0])
+    if isinstance(outcome, StreamRejected):
+        paid = None if outcome.usage is None else {"usage": outcome.usage}
+        return Reassembly(body=paid, problem=outcome.reason, event_count=outcome.chunks, byte_size=outcome.bytes, not_carried=[])
+    return Reassembly(outcome.body, None, event_count=outcome.chunks, byte_size=outcome.bytes, not_carried=outcome.dropped)
 
 
 # -- the live view --------------------------------------------------------------
@@ -232,12 +213,6 @@ class _Choice:
         self.finish_reason: Any = None
 
 
-class _Reject(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class _Assembler:
     """The incremental state of one reassembly: push events, then ask for the outcome."""
 
@@ -277,7 +252,7 @@ class _Assembler:
             return None
         try:
             return self._merge_chunk(chunk)
-        except _Reject as rejection:
+        except Reject as rejection:
             self.rejection = f"event {self.events}: {rejection.reason}"
             return None
         except RecursionError:
@@ -320,12 +295,12 @@ class _Assembler:
 
     def _merge_chunk(self, chunk: Any) -> dict[str, Any]:
         if type(chunk) is not dict:
-            raise _Reject(f"chunk is {kind(chunk)} (expected an object)")
+            raise Reject(f"chunk is {kind(chunk)} (expected an object)")
         error = chunk.get("error")
         if error is not None:
             # An error chunk's usage was paid for too.
             self._take_usage(chunk.get("usage"))
-            raise _Reject(f"provider reported an error: {error_text(error)}")
+            raise Reject(f"provider reported an error: {error_text(error)}")
         for key, value in chunk.items():
             if key == "choices":
                 self._merge_choices(value)
@@ -358,13 +333,13 @@ class _Assembler:
         if choices is None:
             return
         if type(choices) is not list:
-            raise _Reject(f"choices is {kind(choices)} (expected an array)")
+            raise Reject(f"choices is {kind(choices)} (expected an array)")
         for position, choice in enumerate(choices):
             if type(choice) is not dict:
-                raise _Reject(f"choices[{position}] is {kind(choice)} (expected an object)")
-            index = choice.get("index", _MISSING)
+                raise Reject(f"choices[{position}] is {kind(choice)} (expected an object)")
+            index = choice.get("index", MISSING)
             if type(index) is not int or index < 0:
-                raise _Reject(f"choices[{position}].index is {_describe(index)} (expected a non-negative integer)")
+                raise Reject(f"choices[{position}].index is {describe(index, 'integers')} (expected a non-negative integer)")
             state = self._choices.get(index)
             if state is None:
                 state = self._choices[index] = _Choice()
@@ -384,7 +359,7 @@ class _Assembler:
         if delta is None:
             return
         if type(delta) is not dict:
-            raise _Reject(f"choices[{position}].delta is {kind(delta)} (expected an object)")
+            raise Reject(f"choices[{position}].delta is {kind(delta)} (expected an object)")
         message = state.message
         for key, value in delta.items():
             current = message.get(key)
@@ -402,7 +377,7 @@ class _Assembler:
         if calls is None:
             return
         if type(calls) is not list:
-            raise _Reject(f"{_concrete(where, 'tool_calls')} is {kind(calls)} (expected an array)")
+            raise Reject(f"{_concrete(where, 'tool_calls')} is {kind(calls)} (expected an array)")
         if not calls:
             # An empty array says "no call pieces in this chunk" (vLLM sends one with text).
             return
@@ -413,10 +388,10 @@ class _Assembler:
         for position, call in enumerate(calls):
             here = (*call_where, position)
             if type(call) is not dict:
-                raise _Reject(f"{_concrete(call_where, position)} is {kind(call)} (expected an object)")
-            index = call.get("index", _MISSING)
+                raise Reject(f"{_concrete(call_where, position)} is {kind(call)} (expected an object)")
+            index = call.get("index", MISSING)
             if type(index) is not int or index < 0:
-                raise _Reject(f"{_concrete(here, 'index')} is {_describe(index)} (expected a non-negative integer)")
+                raise Reject(f"{_concrete(here, 'index')} is {describe(index, 'integers')} (expected a non-negative integer)")
             members = merged.get(index)
             if members is None:
                 members = merged[index] = _Members()
@@ -430,7 +405,7 @@ def _merge_role(message: dict[str, Any], role: Any, where: _Where) -> None:
         message["role"] = role
         return
     if role is not None and role != current:
-        raise _Reject(f"{_concrete(where, 'role')} is {_short(role)} after {_short(current)} (a message has one role)")
+        raise Reject(f"{_concrete(where, 'role')} is {short(role)} after {short(current)} (a message has one role)")
 
 
 def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, deep: bool, dropped: dict[str, None]) -> None:
@@ -448,14 +423,14 @@ def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, 
         return
     if type(current) is _Pieces:
         if type(value) is not str:
-            raise _Reject(f"{_concrete(where, key)} is {kind(value)} after a string (the pieces cannot be joined)")
+            raise Reject(f"{_concrete(where, key)} is {kind(value)} after a string (the pieces cannot be joined)")
         current.append(value)
         return
     if type(value) is str:
-        raise _Reject(f"{_concrete(where, key)} is a string after {kind(_finished(current))} (the pieces cannot be joined)")
+        raise Reject(f"{_concrete(where, key)} is a string after {kind(_finished(current))} (the pieces cannot be joined)")
     if type(current) is _Members:
         if type(value) is not dict:
-            raise _Reject(f"{_concrete(where, key)} is {kind(value)} after an object (the pieces cannot be merged)")
+            raise Reject(f"{_concrete(where, key)} is {kind(value)} after an object (the pieces cannot be merged)")
         inner = (*where, key)
         for name, member in value.items():
             _merge_member(current, name, member, inner, deep, dropped)
@@ -534,19 +509,6 @@ def _as_text(value: Any) -> str:
     if type(value) is str:
         return value
     return _json(value)
-
-
-def _describe(value: Any) -> str:
-    if value is _MISSING:
-        return "missing"
-    if type(value) is int:
-        return str(value)
-    return kind(value)
-
-
-def _short(value: Any) -> str:
-    text = _json(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _json(value: Any) -> str:

@@ -1,0 +1,136 @@
+"""Anthropic Messages requests from the canonical transcript (the mapping: docs/api-mappings.md).
+
+``system`` is top-level; the conversation is turns that alternate strictly, starting with ``user``.
+An assistant message becomes one turn of ``text`` and ``tool_use`` blocks; a tool message becomes a
+``tool_result`` block in a user turn; consecutive messages of the same role merge into one turn of
+several blocks, in transcript order (which also puts tool results before any text in their turn, as
+the API requires).  ``max_tokens`` is always sent.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
+from tiny_agent.journal.tools import ToolSpec
+from tiny_agent.journal.transcript import SYNTHETIC_TEXTS, AssistantMessage, Message, ToolMessage, UserMessage
+from tiny_agent.wire.request import RequestOptions, WireRequest
+
+PATH: Final = "/messages"
+API_VERSION: Final = "2023-06-01"
+DEFAULT_MAX_TOKENS: Final = 4096
+"""Sent when the caller sets no cap (the API requires one): every Claude model can generate this many."""
+
+_ERROR_TEXTS: Final = frozenset(SYNTHETIC_TEXTS.values())
+
+
+class TextBlock(msgspec.Struct, frozen=True, tag_field="type", tag="text"):
+    text: str
+
+
+class ToolUseBlock(msgspec.Struct, frozen=True, tag_field="type", tag="tool_use"):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(msgspec.Struct, frozen=True, tag_field="type", tag="tool_result"):
+    tool_use_id: str
+    content: str
+    is_error: Literal[True] | UnsetType = UNSET
+
+
+Block = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+class Turn(msgspec.Struct, frozen=True):
+    role: Literal["user", "assistant"]
+    content: list[Block]
+
+
+class AnthropicTool(msgspec.Struct, frozen=True):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class MessagesBody(msgspec.Struct, frozen=True, kw_only=True):
+    """The request body; members encode in this order and unset ones are left out."""
+
+    model: str
+    max_tokens: int
+    system: str | UnsetType = UNSET
+    messages: list[Turn]
+    tools: list[AnthropicTool] | UnsetType = UNSET
+    stream: Literal[True] | UnsetType = UNSET
+
+
+def anthropic_request(
+    model: str,
+    system: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    options: RequestOptions | None = None,
+) -> WireRequest:
+    """The ``POST /messages`` request for this context (``messages``: the active context of a valid transcript)."""
+    chosen = options or RequestOptions()
+    body = MessagesBody(
+        model=model,
+        max_tokens=DEFAULT_MAX_TOKENS if chosen.max_tokens is None else chosen.max_tokens,
+        system=system if system else UNSET,
+        messages=turns(messages),
+        tools=[AnthropicTool(spec.name, spec.description, spec.parameters) for spec in tools] if tools else UNSET,
+        stream=True if chosen.stream else UNSET,
+    )
+    headers = {"anthropic-version": API_VERSION}
+    return WireRequest(path=PATH, body=msgspec.json.encode(body), headers=headers, stream=chosen.stream)
+
+
+def turns(messages: Sequence[Message]) -> list[Turn]:
+    """The messages as strictly alternating turns: same-role neighbours merge, blockless messages vanish."""
+    result: list[Turn] = []
+    for message in messages:
+        role: Literal["user", "assistant"] = "assistant" if isinstance(message, AssistantMessage) else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if result and result[-1].role == role:
+            result[-1].content.extend(blocks)
+        else:
+            result.append(Turn(role=role, content=blocks))
+    return result
+
+
+def _blocks(message: Message) -> list[Block]:
+    if isinstance(message, UserMessage):
+        return [TextBlock(message.content)]
+    if isinstance(message, ToolMessage):
+        # The transcript does not say whether a tool failed; the fixed texts of
+        # calls that were never (knowingly) run do, so only those are marked.
+        failed: Literal[True] | UnsetType = True if message.content in _ERROR_TEXTS else UNSET
+        return [ToolResultBlock(tool_use_id=message.tool_call_id, content=message.content, is_error=failed)]
+    # The API refuses text blocks that are empty or only whitespace; such text
+    # says nothing, so a turn of tool calls without words has no text block.
+    text = message.content or ""
+    blocks: list[Block] = [TextBlock(text)] if text.strip() else []
+    blocks.extend(ToolUseBlock(call.id, call.function.name, tool_input(call.function.arguments)) for call in message.calls)
+    return blocks
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """A call's argument text as the ``input`` object; ``{}`` when the text is not one JSON object.
+
+    Such a call was never run: the loop answered it with the fixed invalidArguments text.  ``{}``
+    keeps the request valid without inventing members the tool's schema does not declare.
+    """
+    try:
+        value = LineDecoder().decode(arguments.encode("utf-8", "surrogatepass"))
+    except ProfileViolation:
+        return {}
+    return value if type(value) is dict else {}

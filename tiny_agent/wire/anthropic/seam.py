@@ -1,0 +1,179 @@
+"""The Anthropic Messages seam: one decoded response in, a canonical assistant message out.
+
+The rules (checked in order) and the rebuild are in docs/normalize.md ("Anthropic: reject first").
+
+Pure: no I/O.  Never raises for any input.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
+from tiny_agent.wire.seam import (
+    DROPPED,
+    MISSING,
+    Reject,
+    assistant_message,
+    compact_json,
+    counter,
+    describe,
+    error_text,
+    member_object,
+    require_array,
+    require_object,
+    require_text,
+    short,
+    text_member,
+    unkept_paths,
+)
+
+
+class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="anthropic"):
+    """How the ledger's counters were derived from an Anthropic Messages ``usage`` object."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        # Anthropic reports cache reads and writes beside input_tokens, not inside
+        # it, so input_tokens already is the ledger's net input.
+        return Usage(
+            input=self.input_tokens,
+            output=self.output_tokens,
+            cacheRead=self.cache_read_input_tokens,
+            cacheWrite=self.cache_creation_input_tokens,
+        )
+
+    @property
+    def cost(self) -> float | None:
+        """Anthropic reports no cost in the body."""
+        return None
+
+    def explain(self) -> str:
+        """``input_tokens 20 = input 20 (cache read 12 and write 0 are counted apart …); output_tokens 5 = output 5``."""
+        return (
+            f"input_tokens {self.input_tokens} = input {self.input_tokens}"
+            f" (nothing subtracted: Anthropic counts cache read {self.cache_read_input_tokens}"
+            f" and cache write {self.cache_creation_input_tokens} apart from input_tokens);"
+            f" output_tokens {self.output_tokens} = output {self.output_tokens}"
+        )
+
+
+_KNOWN_BLOCKS: Final = "text, tool_use, thinking, redacted_thinking"
+_KEPT_TEXT: Final = {"type": None, "text": None}
+_KEPT_TOOL_USE: Final = {"type": None, "id": None, "name": None, "input": None}
+_KEPT_USAGE: Final = dict.fromkeys(("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "toolUse",
+    "max_tokens": "length",
+}
+
+
+def metadata(body: Any) -> dict[str, Any]:
+    if type(body) is not dict:
+        return {}
+    stop = body.get("stop_reason")
+    return {
+        "finish_reason": stop if type(stop) is str else None,
+        "response_id": text_member(body, "id"),
+        "model": text_member(body, "model"),
+    }
+
+
+def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
+    """The stop reason is checked before the blocks: refusals and paused turns are not answers."""
+    content = _message_content(body)
+    stop_reason = _known_stop_reason(body.get("stop_reason", MISSING))
+    message = _rebuild(content)
+    has_calls = message.tool_calls is not UNSET
+    if stop_reason == "toolUse" and not has_calls:
+        raise Reject("stop_reason tool_use but the message carries no tool_use blocks")
+    return message, "toolUse" if stop_reason == "stop" and has_calls else stop_reason
+
+
+def _message_content(body: Any) -> list[Any]:
+    """The content blocks of an assistant message body (an error body is rejected with its message)."""
+    if type(body) is not dict:
+        raise Reject(f"response is {describe(body)}, not an object")
+    body_type = body.get("type", MISSING)
+    if body_type == "error":
+        raise Reject(f"provider reported an error: {error_text(body.get('error'), 'type')}")
+    if body_type != "message":
+        raise Reject(f'type is {describe(body_type)} (expected "message")')
+    role = body.get("role", MISSING)
+    if role != "assistant":
+        raise Reject(f'role is {describe(role)} (expected "assistant")')
+    return require_array(body.get("content", MISSING), "content")
+
+
+def _known_stop_reason(value: Any) -> StopReason:
+    if type(value) is str and value in _STOP_REASONS:
+        return _STOP_REASONS[value]
+    if value == "refusal":
+        raise Reject("stop_reason refusal: the model declined to answer")
+    if value == "pause_turn":
+        raise Reject("stop_reason pause_turn: the server paused a long-running turn, which tiny-agent does not continue")
+    if value is None or value is MISSING:
+        raise Reject(f"stop_reason is {describe(value)} (the response does not say why it ended)")
+    if type(value) is not str:
+        raise Reject(f"stop_reason is {describe(value)} (expected a string)")
+    raise Reject(f"stop_reason {short(value)} is not one the seam knows (end_turn, stop_sequence, tool_use, max_tokens)")
+
+
+def _rebuild(content: list[Any]) -> AssistantMessage:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for index, value in enumerate(content):
+        where = f"content[{index}]"
+        block = require_object(value, where)
+        block_type = block.get("type", MISSING)
+        if block_type == "text":
+            texts.append(block_text(block, where))
+        elif block_type == "tool_use":
+            call_id = require_text(block, "id", where)
+            name = require_text(block, "name", where)
+            arguments = compact_json(require_object(block.get("input", MISSING), f"{where}.input"), f"{where}.input")
+            calls.append(ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments)))
+        elif block_type not in ("thinking", "redacted_thinking"):
+            raise Reject(f"{where}.type is {describe(block_type)}, not a block the seam knows ({_KNOWN_BLOCKS})")
+    return assistant_message(texts, calls, "content")
+
+
+def block_text(block: dict[str, Any], where: str) -> str:
+    text = block.get("text", MISSING)
+    if type(text) is not str:
+        raise Reject(f"{where}.text is {describe(text)} (expected a string)")
+    return text
+
+
+def read_usage(body: Any) -> tuple[AnthropicUsageDerivation, str | None]:
+    """The derivation (unreadable counters count as 0) and the first problem found, if any."""
+    problems: list[str] = []
+    usage = member_object(body, "usage", "usage", problems)
+    counts = {key: counter(usage, key, f"usage.{key}", problems) for key in _KEPT_USAGE}
+    return AnthropicUsageDerivation(**counts), problems[0] if problems else None
+
+
+def dropped_paths(body: dict[str, Any], derivation: object = None) -> list[str]:
+    """The paths of every member of an accepted body the canonical result was not built from."""
+    blocks = [_kept_block(block) for block in body["content"]]
+    shape = {"type": None, "role": None, "content": blocks, "stop_reason": None, "usage": _KEPT_USAGE}
+    return unkept_paths(body, shape)
+
+
+def _kept_block(block: dict[str, Any]) -> Any:
+    if block["type"] == "text":
+        return _KEPT_TEXT
+    if block["type"] == "tool_use":
+        return _KEPT_TOOL_USE
+    return DROPPED

@@ -1,0 +1,110 @@
+"""OpenAI Responses requests from the canonical transcript (the mapping: docs/api-mappings.md).
+
+The whole active context goes as input items every time, with ``store: false``: the journal is the
+only source of truth, so no server-side state (``previous_response_id``) is ever used.  The system
+prompt is ``instructions``; a user message is a ``message`` item of ``input_text``; an assistant
+message is a ``message`` item of ``output_text`` (when it said anything) followed by one
+``function_call`` item per call; a tool message is a ``function_call_output`` item.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from tiny_agent.journal.tools import ToolSpec
+from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, UserMessage
+from tiny_agent.wire.request import RequestOptions, WireRequest
+
+PATH: Final = "/responses"
+
+
+class InputText(msgspec.Struct, frozen=True, tag_field="type", tag="input_text"):
+    text: str
+
+
+class OutputText(msgspec.Struct, frozen=True, tag_field="type", tag="output_text"):
+    text: str
+
+
+class MessageItem(msgspec.Struct, frozen=True, tag_field="type", tag="message"):
+    role: Literal["user", "assistant"]
+    content: list[InputText] | list[OutputText]
+
+
+class FunctionCallItem(msgspec.Struct, frozen=True, tag_field="type", tag="function_call"):
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(msgspec.Struct, frozen=True, tag_field="type", tag="function_call_output"):
+    call_id: str
+    output: str
+
+
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem
+
+
+class FunctionTool(msgspec.Struct, frozen=True, tag_field="type", tag="function"):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
+    """The request body; members encode in this order and unset ones are left out."""
+
+    model: str
+    instructions: str | UnsetType = UNSET
+    input: list[InputItem]
+    tools: list[FunctionTool] | UnsetType = UNSET
+    max_output_tokens: int | UnsetType = UNSET
+    store: Literal[False] = False
+    """Always sent: the provider keeps nothing, and no request refers to anything it kept."""
+    stream: Literal[True] | UnsetType = UNSET
+
+
+def responses_request(
+    model: str,
+    system: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    options: RequestOptions | None = None,
+) -> WireRequest:
+    """The ``POST /responses`` request for this context, stateless."""
+    chosen = options or RequestOptions()
+    body = ResponsesBody(
+        model=model,
+        instructions=system if system else UNSET,
+        input=input_items(messages),
+        tools=[FunctionTool(spec.name, spec.description, spec.parameters) for spec in tools] if tools else UNSET,
+        max_output_tokens=UNSET if chosen.max_tokens is None else chosen.max_tokens,
+        stream=True if chosen.stream else UNSET,
+    )
+    return WireRequest(path=PATH, body=msgspec.json.encode(body), stream=chosen.stream)
+
+
+def input_items(messages: Sequence[Message]) -> list[InputItem]:
+    items: list[InputItem] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            items.append(MessageItem(role="user", content=[InputText(message.content)]))
+        elif isinstance(message, ToolMessage):
+            items.append(FunctionCallOutputItem(call_id=message.tool_call_id, output=message.content))
+        else:
+            items.extend(_assistant_items(message))
+    return items
+
+
+def _assistant_items(message: AssistantMessage) -> list[InputItem]:
+    items: list[InputItem] = []
+    if message.content:
+        items.append(MessageItem(role="assistant", content=[OutputText(message.content)]))
+    items.extend(FunctionCallItem(call.id, call.function.name, call.function.arguments) for call in message.calls)
+    return items

@@ -1,0 +1,195 @@
+"""The OpenAI Responses seam: one decoded response in, a canonical assistant message out.
+
+The rules and the rebuild are in docs/normalize.md ("Responses: reject first").
+
+Pure: no I/O.  Never raises for any input.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
+from tiny_agent.wire.seam import (
+    DROPPED,
+    MISSING,
+    Reject,
+    assistant_message,
+    counter,
+    describe,
+    error_text,
+    member_object,
+    require_array,
+    require_object,
+    require_text,
+    short,
+    text_member,
+    unkept_paths,
+)
+
+
+class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="responses"):
+    """How the ledger's counters were derived from an OpenAI Responses ``usage`` object."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        # Responses counts cached tokens inside input_tokens; the ledger's input is net of them.
+        net_input = max(0, self.input_tokens - self.cached_tokens)
+        return Usage(input=net_input, output=self.output_tokens, cacheRead=self.cached_tokens, cacheWrite=0)
+
+    @property
+    def cost(self) -> float | None:
+        """The Responses API reports no cost in the body."""
+        return None
+
+    def explain(self) -> str:
+        """``input_tokens 40 − cached 25 = input 15 (Responses counts cached tokens inside input_tokens); …``."""
+        usage = self.usage
+        clamp = " (clamped at 0)" if self.input_tokens - self.cached_tokens < 0 else ""
+        return (
+            f"input_tokens {self.input_tokens} − cached {self.cached_tokens} = input {usage.input}{clamp}"
+            f" (Responses counts cached tokens inside input_tokens);"
+            f" output_tokens {self.output_tokens} = output {usage.output}; cache write 0 (Responses reports none)"
+        )
+
+
+_KNOWN_ITEMS: Final = "message, function_call, reasoning"
+_KEPT_PART: Final = {"type": None, "text": None}
+_KEPT_CALL: Final = {"type": None, "call_id": None, "name": None, "arguments": None}
+_KEPT_USAGE: Final = {"input_tokens": None, "input_tokens_details": {"cached_tokens": None}, "output_tokens": None}
+
+
+def metadata(body: Any) -> dict[str, Any]:
+    if type(body) is not dict:
+        return {}
+    status = body.get("status")
+    details = body.get("incomplete_details")
+    reason = details.get("reason") if type(details) is dict else None
+    finish = reason if status == "incomplete" and type(reason) is str else status
+    return {
+        "finish_reason": finish if type(finish) is str else None,
+        "response_id": text_member(body, "id"),
+        "model": text_member(body, "model"),
+    }
+
+
+def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
+    truncated = _truncated(body)
+    message = _rebuild(require_array(body.get("output", MISSING), "output"))
+    return message, "length" if truncated else ("toolUse" if message.tool_calls is not UNSET else "stop")
+
+
+def _truncated(body: Any) -> bool:
+    """Whether a finished answer was cut at the output cap; anything but a finished answer is rejected."""
+    if type(body) is not dict:
+        raise Reject(f"response is {describe(body)}, not an object")
+    error = body.get("error")
+    if error is not None:
+        raise Reject(f"provider reported an error: {error_text(error)}")
+    response_object = body.get("object", MISSING)
+    if response_object != "response":
+        raise Reject(f'object is {describe(response_object)} (expected "response")')
+    status = body.get("status", MISSING)
+    if status == "completed":
+        return False
+    if status == "incomplete":
+        details = body.get("incomplete_details")
+        if type(details) is not dict:
+            raise Reject(f"incomplete_details is {describe(details)} (expected an object with a reason)")
+        reason = details.get("reason", MISSING)
+        if reason == "max_output_tokens":
+            return True
+        if reason == "content_filter":
+            raise Reject("status incomplete (content_filter): the provider withheld the answer")
+        raise Reject(f"status incomplete with reason {describe(reason)}, not one the seam knows (max_output_tokens)")
+    if status == "failed":
+        raise Reject("status failed (and error is null)")
+    if type(status) is not str:
+        raise Reject(f"status is {describe(status)} (expected a string)")
+    raise Reject(f"status {short(status)} is not a finished answer (expected completed, or incomplete at max_output_tokens)")
+
+
+def _rebuild(output: list[Any]) -> AssistantMessage:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for index, value in enumerate(output):
+        where = f"output[{index}]"
+        item = require_object(value, where)
+        item_type = item.get("type", MISSING)
+        if item_type == "message":
+            texts.extend(_message_texts(item, where))
+        elif item_type == "function_call":
+            calls.append(_tool_call(item, where))
+        elif item_type != "reasoning":
+            raise Reject(f"{where}.type is {describe(item_type)}, not an item the seam knows ({_KNOWN_ITEMS})")
+    return assistant_message(texts, calls, "output")
+
+
+def _message_texts(item: dict[str, Any], where: str) -> list[str]:
+    role = item.get("role", MISSING)
+    if role != "assistant":
+        raise Reject(f'{where}.role is {describe(role)} (expected "assistant")')
+    texts: list[str] = []
+    for index, value in enumerate(require_array(item.get("content", MISSING), f"{where}.content")):
+        part_where = f"{where}.content[{index}]"
+        part = require_object(value, part_where)
+        part_type = part.get("type", MISSING)
+        if part_type == "refusal":
+            raise Reject(f"{part_where} is a refusal: the model declined to answer")
+        if part_type != "output_text":
+            raise Reject(f"{part_where}.type is {describe(part_type)}, not a part the seam knows (output_text, refusal)")
+        text = part.get("text", MISSING)
+        if type(text) is not str:
+            raise Reject(f"{part_where}.text is {describe(text)} (expected a string)")
+        texts.append(text)
+    return texts
+
+
+def _tool_call(item: dict[str, Any], where: str) -> ToolCall:
+    call_id = require_text(item, "call_id", where)
+    name = require_text(item, "name", where)
+    arguments = item.get("arguments", MISSING)
+    if type(arguments) is not str:
+        raise Reject(f"{where}.arguments is {describe(arguments)} (expected a string of JSON text)")
+    return ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments))
+
+
+def read_usage(body: Any) -> tuple[ResponsesUsageDerivation, str | None]:
+    """The derivation (unreadable counters count as 0) and the first problem found, if any."""
+    problems: list[str] = []
+    usage = member_object(body, "usage", "usage", problems)
+    details = member_object(usage, "input_tokens_details", "usage.input_tokens_details", problems)
+    derivation = ResponsesUsageDerivation(
+        input_tokens=counter(usage, "input_tokens", "usage.input_tokens", problems),
+        cached_tokens=counter(details, "cached_tokens", "usage.input_tokens_details.cached_tokens", problems),
+        output_tokens=counter(usage, "output_tokens", "usage.output_tokens", problems),
+    )
+    return derivation, problems[0] if problems else None
+
+
+def dropped_paths(body: dict[str, Any], derivation: object = None) -> list[str]:
+    """The paths of every member of an accepted body the canonical result was not built from."""
+    shape = {
+        "object": None,
+        "status": None,
+        "error": None,
+        "incomplete_details": {"reason": None},
+        "output": [_kept_item(item) for item in body["output"]],
+        "usage": _KEPT_USAGE,
+    }
+    return unkept_paths(body, shape)
+
+
+def _kept_item(item: dict[str, Any]) -> Any:
+    if item["type"] == "message":
+        return {"type": None, "role": None, "content": [_KEPT_PART] * len(item["content"])}
+    if item["type"] == "function_call":
+        return _KEPT_CALL
+    return DROPPED

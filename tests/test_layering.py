@@ -41,7 +41,7 @@ PURE = [
 ]
 """Modules (or packages) that compute: bytes and values in, values out."""
 
-OUTSIDE = ("httpx", "subprocess", "socket", "psycopg", "typer", "mcp")
+OUTSIDE = ("httpcore", "httpx", "subprocess", "socket", "psycopg", "typer", "mcp")
 """Third-party or standard modules that only I/O code may use."""
 
 CLOCK = "journal.ids"

@@ -4,7 +4,7 @@
 - it hands typer every command line it does not understand completely;
 - where it runs a command, the values, output, errors and exit codes are typer's;
 - ``tiny-agent replay FILE`` and ``tiny-agent sessions`` load neither typer, pydantic,
-  importlib.metadata nor httpx (checked in a subprocess, at exit).
+  importlib.metadata nor the HTTP client (checked in a subprocess, at exit).
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ PROBE = """
 import atexit, json, sys
 target = sys.argv[1]
 def report():
-    loaded = sorted(name for name in sys.modules if name.split(".")[0] in {"typer", "click", "pydantic", "httpx"} or name == "importlib.metadata")
+    loaded = sorted(name for name in sys.modules if name.split(".")[0] in {"typer", "click", "pydantic", "httpx", "httpcore"} or name == "importlib.metadata")
     with open(target, "w") as out:
         json.dump(loaded, out)
 atexit.register(report)
@@ -282,7 +282,7 @@ def _loaded_by(tmp_path: Path, *words: str) -> tuple[int, list[str]]:
     return completed.returncode, json.loads(found.read_text())
 
 
-def test_replay_and_sessions_start_without_typer_pydantic_metadata_or_httpx(tmp_path):
+def test_replay_and_sessions_start_without_typer_pydantic_metadata_or_http(tmp_path):
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     journal = sessions / "20260101T000000Z_0190f5e2-7c00-7a00-8a00-000000000001.jsonl"

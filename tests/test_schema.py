@@ -97,7 +97,7 @@ SPEC_MEMBERS: dict[str, set[str]] = {
         "outputOptionsDigest",
     },
     "TOOL_DIGEST_KEYS": {"name", "definitionDigest"},
-    "RAW_KEYS": {"status", "contentType", "body", "bodyBase64", "redactions", "incomplete"},
+    "RAW_KEYS": {"status", "contentType", "body", "bodyBase64", "contentEncoding", "redactions", "incomplete"},
 }
 
 

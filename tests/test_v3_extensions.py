@@ -1,4 +1,4 @@
-"""The v3 contract extensions: raw ``redactions`` / ``incomplete``, transport retries, ``rawStatus``.
+"""The v3 contract extensions: raw ``contentEncoding`` / ``redactions`` / ``incomplete``, transport retries, ``rawStatus``.
 
 Every accept and reject case is checked on both fold paths (fast and
 reference), which must agree.  Invalid candidates are built as lines after a
@@ -107,7 +107,7 @@ def latest_step(path: Path) -> dict[str, Any]:
     return step
 
 
-# -- raw: redactions and incomplete -------------------------------------------------
+# -- raw: contentEncoding, redactions and incomplete -------------------------------------------------
 
 
 def raw_fact(run: RunWriter, raw: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +124,8 @@ BODY = {"status": 200, "contentType": "application/json", "body": '{"choices":[]
         {"redactions": MAX_SAFE_INTEGER},
         {"incomplete": "stream cut off after 3 chunks"},
         {"redactions": 2, "incomplete": "read timeout"},
+        {"contentEncoding": "gzip"},
+        {"contentEncoding": "br", "incomplete": "not decoded"},
     ],
 )
 def test_raw_redactions_and_incomplete_are_accepted_and_written_only_when_set(tmp_path, members):
@@ -159,7 +161,7 @@ class _CountingFold(Fold):
 
 def test_the_fast_path_takes_raw_facts_with_the_new_members(tmp_path):
     run = open_run(tmp_path / "s.jsonl")
-    data = with_line(tmp_path / "s.jsonl", [raw_fact(run, {**BODY, "redactions": 4, "incomplete": "interrupted"})])
+    data = with_line(tmp_path / "s.jsonl", [raw_fact(run, {**BODY, "contentEncoding": "gzip", "redactions": 4, "incomplete": "interrupted"})])
     fold = _CountingFold()
     reduce_chunks((data,), fold)
     prefix = _CountingFold()
@@ -182,6 +184,9 @@ def test_the_fast_path_takes_raw_facts_with_the_new_members(tmp_path):
         {"incomplete": 1},
         {"incomplete": None},
         {"incomplete": ["timeout"]},
+        {"contentEncoding": ""},
+        {"contentEncoding": None},
+        {"contentEncoding": 1},
         {"truncated": True},
     ],
 )

@@ -322,7 +322,9 @@ class Driver:
         if received.status is None:
             raise ValueError("no response arrived")
         body, redactions = redact_bytes(received.body(), self.runtime.secrets)
-        raw = raw_response(received.status, received.content_type, body, received.incomplete, redactions)
+        raw = raw_response(
+            received.status, received.content_type, body, received.incomplete, redactions, received.content_encoding
+        )
         stamped = self._commit(transactions.raw_response(self.state, raw), "raw")
         self._last_raw = (stamped[0].id, raw)
 

@@ -21,7 +21,7 @@ from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.journal.redact import Secrets
 from tiny_agent.journal.state import CompactionOperation, SessionState
-from tiny_agent.providers.http import Provider, Timeouts
+from tiny_agent.providers.http import Limits, Provider
 from tiny_agent.wire.registry import API, Api
 from tiny_agent.wire.request import RequestOptions, WireRequest
 
@@ -182,7 +182,7 @@ def build_runtime(
     protected: Sequence[Path] = (),
     policy: Policy = Policy(),
     compacting: CompactionPolicy = CompactionPolicy(),
-    timeouts: Timeouts = Timeouts(),
+    limits: Limits = Limits(),
     display: Display | None = None,
 ) -> Runtime:
     """The runtime for a session driven from ``cwd`` against ``endpoint``."""
@@ -200,10 +200,10 @@ def build_runtime(
     secrets = endpoint.secrets()
 
     def connect() -> Provider:
-        from tiny_agent.providers.http import HttpxProvider
+        from tiny_agent.providers.http import HttpProvider
 
         endpoint.require_key()
-        return HttpxProvider(endpoint, secrets, timeouts)
+        return HttpProvider(endpoint, secrets, limits)
 
     return Runtime(
         configuration,

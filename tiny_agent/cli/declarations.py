@@ -130,6 +130,20 @@ class Drive(msgspec.Struct, frozen=True):
             "Seconds a stream may stall between bytes (default: $TINY_AGENT_STREAM_IDLE_TIMEOUT, else 120).",
         ),
     ] = None
+    attempt_timeout: Annotated[
+        float | None,
+        Opt(
+            "--attempt-timeout SECONDS",
+            "Seconds one model request may take in all, however it trickles (default: $TINY_AGENT_ATTEMPT_TIMEOUT, else 1800).",
+        ),
+    ] = None
+    max_response_bytes: Annotated[
+        int | None,
+        Opt(
+            "--max-response-bytes BYTES",
+            "The largest response body kept, as received and decoded (default: $TINY_AGENT_MAX_RESPONSE_BYTES, else 64 MiB).",
+        ),
+    ] = None
     context_window: Annotated[
         int | None,
         Opt(

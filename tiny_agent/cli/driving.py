@@ -13,10 +13,10 @@ from tiny_agent.cli.settings import (
     compacting_for,
     durability_of,
     endpoint_for,
+    limits_for,
     policy_for,
     recorded_target,
     system_prompt,
-    timeouts_for,
 )
 from tiny_agent.cli.writing import handle_of, new_session, newest_here, open_idle, open_writer, refuse_if_held
 from tiny_agent.errors import (
@@ -141,7 +141,7 @@ def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None
         protected=[open_store(None).directory],
         policy=policy_for(options, endpoint),
         compacting=compacting_for(options, endpoint, keep),
-        timeouts=timeouts_for(options),
+        limits=limits_for(options),
         display=display,
     )
     notice = runtime.toolbox.unconfined_notice

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tiny_agent.agent.runtime import CompactionPolicy
     from tiny_agent.journal.state import SessionState
     from tiny_agent.providers.endpoint import Endpoint, RoutingTarget
-    from tiny_agent.providers.http import Timeouts
+    from tiny_agent.providers.http import Limits
     from tiny_agent.stores.journal import Durability
 
 
@@ -70,34 +70,36 @@ def compacting_for(options: Drive, endpoint: Endpoint, keep: int | None) -> Comp
     )
 
 
-def timeouts_for(options: Drive) -> Timeouts:
+def limits_for(options: Drive) -> Limits:
     """Flags first, then the environment, then the defaults (long: slow local models need them)."""
-    from tiny_agent.providers.http import Timeouts
+    from tiny_agent.providers.http import Limits
 
-    defaults = Timeouts()
-    return Timeouts(
-        connect=_seconds("connect_timeout", options.connect_timeout, defaults.connect),
-        read=_seconds("read_timeout", options.read_timeout, defaults.read),
-        stream_idle=_seconds("stream_idle_timeout", options.stream_idle_timeout, defaults.stream_idle),
+    defaults = Limits()
+    return Limits(
+        connect=_positive("connect_timeout", options.connect_timeout, defaults.connect),
+        read=_positive("read_timeout", options.read_timeout, defaults.read),
+        stream_idle=_positive("stream_idle_timeout", options.stream_idle_timeout, defaults.stream_idle),
+        attempt=_positive("attempt_timeout", options.attempt_timeout, defaults.attempt),
+        max_response_bytes=int(_positive("max_response_bytes", options.max_response_bytes, defaults.max_response_bytes)),
     )
 
 
-def _seconds(name: str, value: float | None, default: float) -> float:
-    """A timeout option's value, else its environment variable's (as declared), else the default."""
+def _positive(name: str, value: float | None, default: float) -> float:
+    """A limit option's value, else its environment variable's (as declared), else the default."""
     spelt = next(parameter.spelt for parameter in parameters(Drive) if parameter.name == name)
     assert isinstance(spelt, Opt) and spelt.env is not None
-    flag = spelt.names[0]
+    flag, unit = spelt.names[0], "bytes" if name.endswith("bytes") else "seconds"
     if value is None:
         text = os.environ.get(spelt.env)
         if not text:
             return default
         try:
-            value = float(text)
+            value = int(text) if unit == "bytes" else float(text)
         except ValueError:
-            raise UsageError(f"${spelt.env} must be a number of seconds, not {text!r}") from None
+            raise UsageError(f"${spelt.env} must be a number of {unit}, not {text!r}") from None
         flag = f"${spelt.env}"
-    if not value > 0:
-        raise UsageError(f"{flag} must be a positive number of seconds, not {value:g}")
+    if not 0 < value < float("inf"):
+        raise UsageError(f"{flag} must be a positive number of {unit}, not {value:g}")
     return value
 
 

@@ -97,7 +97,7 @@ class SealRules(FoldCore):
 
 
 def check_raw_response(value: object) -> int:
-    """The ``raw`` object's rules (session-v3, and the ``redactions`` / ``incomplete`` members); its status."""
+    """The ``raw`` object's rules (session-v3, and the ``contentEncoding`` / ``redactions`` / ``incomplete`` members)."""
     raw = require_object(value, "raw")
     require_keys(raw, RAW_KEYS, "raw")
     status = raw.get("status")
@@ -116,6 +116,8 @@ def check_raw_response(value: object) -> int:
             base64.b64decode(body, validate=True)
         except binascii.Error:
             fail(INVALID_FACT, "raw.bodyBase64 is not valid base64")
+    if "contentEncoding" in raw and not is_text(raw["contentEncoding"]):
+        fail(INVALID_FACT, f"raw.contentEncoding is not a non-empty string: {show(raw['contentEncoding'])}")
     if "redactions" in raw and not is_safe_int(raw["redactions"], 1):
         fail(INVALID_FACT, f"raw.redactions is not a safe integer >= 1: {show(raw['redactions'])}")
     if "incomplete" in raw and not is_text(raw["incomplete"]):

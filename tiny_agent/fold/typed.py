@@ -244,6 +244,7 @@ class RawResponseWire(msgspec.Struct, rename="camel", forbid_unknown_fields=True
     status: SafeInt
     content_type: str | None
     body: str
+    content_encoding: Text | UnsetType = UNSET
     redactions: Count | UnsetType = UNSET
     incomplete: Text | UnsetType = UNSET
 

@@ -234,6 +234,8 @@ class RawResponse(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     contentType: str | None
     body: str | UnsetType = UNSET
     bodyBase64: str | UnsetType = UNSET
+    contentEncoding: str | UnsetType = UNSET
+    """The ``Content-Encoding`` the body came with (gzip, deflate); the body stored is the decoded one."""
     redactions: int | UnsetType = UNSET
     """How many occurrences of a secret were replaced by a marker in the body before it was committed (>= 1)."""
     incomplete: str | UnsetType = UNSET

@@ -26,6 +26,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -201,7 +202,7 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
         """Small pieces go out as they are written, not coalesced while an ACK is awaited."""
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
-            api = ROUTES.get(self.path.split("?", 1)[0])
+            api = ROUTES.get(urlsplit(self.path).path)  # the target is absolute through a forward proxy
             if api is None:
                 self._not_found()
                 return

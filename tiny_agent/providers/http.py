@@ -4,14 +4,15 @@ A :class:`Provider` sends a :class:`WireRequest` and fills a :class:`Received`
 with the status, the content type and every byte of the body as it arrives.
 It interprets nothing: the caller journals what was received before anything
 parses it.  Because ``Received`` is filled in place, the bytes that did arrive
-are still there when the exchange breaks off (a timeout, a hang-up, Ctrl-C),
-so a partial stream can be journaled too.
+are still there when the exchange breaks off (a timeout, a hang-up, Ctrl-C, a
+limit), so a partial stream can be journaled too.
 
-Two implementations:
-
-- :class:`HttpxProvider`, over httpx (imported only when one is made: commands
-  that never talk HTTP must not pay httpx's start-up cost);
-- :class:`FakeProvider`, in memory, scripted, for fast tests of the driver.
+:class:`HttpProvider` speaks HTTP/1.1 through httpcore (imported only when one
+is made: commands that never talk HTTP must not pay for it).  Its limits are
+enforced by the reads themselves: every socket operation waits at most the
+time its limit leaves (:class:`_Clock`), and the body is counted, and
+decoded, a bounded piece at a time.  :class:`FakeProvider` answers from a
+script, in memory, for fast tests of the driver.
 
 Credentials are the provider's business: the request carries only non-secret
 headers, and the provider adds the key for the one host it belongs to.  The
@@ -21,30 +22,34 @@ key is in no repr, message or file.
 from __future__ import annotations
 
 import base64
-import threading
-from collections.abc import Callable, Iterator
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Final, Literal, Protocol
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
 from tiny_agent import __version__
+from tiny_agent.errors import ConfigError
 from tiny_agent.journal.facts import RawResponse
 from tiny_agent.journal.redact import Secrets, redact_text
 from tiny_agent.wire.request import WireRequest
 
 if TYPE_CHECKING:
-    import httpx
+    import ssl
+
+    import httpcore
 
     from tiny_agent.providers.endpoint import Endpoint
 
 __all__ = [
-    "RETRYABLE_STATUSES",
     "FakeProvider",
     "FakeReply",
-    "HttpxProvider",
+    "HttpProvider",
+    "Limits",
     "Provider",
     "Received",
-    "Timeouts",
     "TransportError",
     "WireRequest",
     "raw_response",
@@ -52,12 +57,14 @@ __all__ = [
 
 TransportKind = Literal["timeout", "connect", "protocol"]
 
-RETRYABLE_STATUSES: Final = frozenset((429, 500, 502, 503, 504, 529))
-"""Statuses that say "try again later": rate limits and overloaded or failing upstreams."""
+MIB: Final = 1024 * 1024
+
+_INFLATE: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""The content encodings tiny-agent asks for and removes (zlib's window bits for each)."""
 
 
 class TransportError(Exception):
-    """The exchange broke off before a complete response arrived (what did arrive is in ``Received``)."""
+    """The exchange broke off before a response arrived (no status line: nothing to journal)."""
 
     def __init__(self, kind: TransportKind, message: str) -> None:
         super().__init__(message)
@@ -76,6 +83,8 @@ class Received:
     def __init__(self, on_bytes: Callable[[bytes], None] | None = None) -> None:
         self.status: int | None = None
         self.content_type: str | None = None
+        self.content_encoding: str | None = None
+        """The ``Content-Encoding`` it came with; the body held here is always decoded."""
         self.retry_after: str | None = None
         """The ``Retry-After`` header, if any (used for the wait, never journaled)."""
         self.incomplete: str | None = None
@@ -83,10 +92,13 @@ class Received:
         self._parts: list[bytes] = []
         self._on_bytes = on_bytes
 
-    def start(self, status: int, content_type: str | None, retry_after: str | None = None) -> None:
+    def start(
+        self, status: int, content_type: str | None, retry_after: str | None = None, content_encoding: str | None = None
+    ) -> None:
         self.status = status
         self.content_type = content_type
         self.retry_after = retry_after
+        self.content_encoding = content_encoding
 
     def add(self, chunk: bytes) -> None:
         if not chunk:
@@ -105,28 +117,31 @@ class Received:
         """A status line arrived: there is something to journal."""
         return self.status is not None
 
-    def to_raw(self) -> RawResponse:
-        """The journal's form of what arrived (requires a status)."""
-        if self.status is None:
-            raise ValueError("no response arrived")
-        return raw_response(self.status, self.content_type, self.body(), self.incomplete)
-
 
 def raw_response(
-    status: int, content_type: str | None, body: bytes, incomplete: str | None = None, redactions: int = 0
+    status: int,
+    content_type: str | None,
+    body: bytes,
+    incomplete: str | None = None,
+    redactions: int = 0,
+    content_encoding: str | None = None,
 ) -> RawResponse:
     """Text when the bytes are UTF-8, base64 otherwise; ``incomplete`` says why a body ended early,
-    ``redactions`` how many secrets were replaced in it before it was journaled."""
-    ended = msgspec.UNSET if incomplete is None else incomplete
-    replaced = msgspec.UNSET if redactions == 0 else redactions
+    ``redactions`` how many secrets were replaced in it, ``content_encoding`` what it was decoded from."""
     try:
-        text = body.decode("utf-8")
+        text: str | msgspec.UnsetType = body.decode("utf-8")
+        encoded: str | msgspec.UnsetType = msgspec.UNSET
     except UnicodeDecodeError:
-        encoded = base64.b64encode(body).decode("ascii")
-        return RawResponse(
-            status=status, contentType=content_type, bodyBase64=encoded, incomplete=ended, redactions=replaced
-        )
-    return RawResponse(status=status, contentType=content_type, body=text, incomplete=ended, redactions=replaced)
+        text, encoded = msgspec.UNSET, base64.b64encode(body).decode("ascii")
+    return RawResponse(
+        status=status,
+        contentType=content_type,
+        body=text,
+        bodyBase64=encoded,
+        contentEncoding=content_encoding or msgspec.UNSET,
+        incomplete=msgspec.UNSET if incomplete is None else incomplete,
+        redactions=redactions or msgspec.UNSET,
+    )
 
 
 class Provider(Protocol):
@@ -143,75 +158,158 @@ class Provider(Protocol):
     def close(self) -> None: ...
 
 
-# -- httpx -----------------------------------------------------------------------------
+# -- HTTP ------------------------------------------------------------------------------
 
 
-class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How long an attempt may wait, and how much of a response it keeps (docs/provider.md)."""
+
     connect: float = 10.0
     read: float = 600.0
     """Waiting for a response to start, or for the next bytes of a whole body (slow local models need long)."""
     stream_idle: float = 120.0
     """Waiting for the next bytes of a stream once it has started."""
+    attempt: float = 1800.0
+    """The whole attempt, from connecting to the last byte, whatever trickles in meanwhile."""
+    max_response_bytes: int = 64 * MIB
+    """The most body bytes an attempt takes, counted as received and again as decoded."""
 
 
-class HttpxProvider:
-    """POST to the endpoint's URL for ``request.path``; the body as received, streamed or whole.
+class _Cut(Exception):
+    """The body stops here, for the reason given (it goes in ``received.incomplete``)."""
+
+
+class _Clock:
+    """The limits of the attempt in flight: every socket operation waits at most what they leave."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.ends = 0.0
+        self.per_read = limits.read
+        self.attempt_bound = False
+        """The last wait was cut short by the attempt's deadline (so a timeout is the attempt's)."""
+
+    def start(self) -> None:
+        self.ends = time.monotonic() + self.limits.attempt
+        self.per_read = self.limits.read
+
+    def bound(self, seconds: float | None) -> float:
+        left = self.ends - time.monotonic()
+        self.attempt_bound = seconds is None or left < seconds
+        return max(left, 0.001) if self.attempt_bound or seconds is None else seconds
+
+    def check(self) -> None:
+        if time.monotonic() >= self.ends:
+            raise _Cut(self.attempt_reason)
+
+    @property
+    def attempt_reason(self) -> str:
+        return f"timed out (the attempt took longer than {self.limits.attempt:g} s; raise it with --attempt-timeout)"
+
+
+def _network(clock: _Clock) -> httpcore.NetworkBackend:
+    """httpcore's own sockets, each wait bounded by ``clock``: a stalled read ends itself, no other thread needed."""
+    import httpcore
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._inner.read(max_bytes, clock.bound(clock.per_read))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._inner.write(buffer, clock.bound(timeout))
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(
+            self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+        ) -> Stream:
+            return Stream(self._inner.start_tls(ssl_context, server_hostname, clock.bound(timeout)))
+
+        def get_extra_info(self, info: str) -> object:
+            return self._inner.get_extra_info(info)
+
+    class Backend(httpcore.SyncBackend):
+        def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+        ) -> Stream:
+            return Stream(super().connect_tcp(host, port, clock.bound(timeout), local_address, socket_options))
+
+    return Backend()
+
+
+class HttpProvider:
+    """POST to the endpoint's URL for ``request.path``; the body as received (decoded), streamed or whole.
 
     Every message it makes (timeouts, refused connections) passes through the
-    endpoint's secrets first: an httpx error can quote a URL with its
-    credentials.
+    endpoint's secrets first: an error can quote a URL with its credentials.
     """
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        secrets: Secrets,
-        timeouts: Timeouts = Timeouts(),
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        import httpx
+    def __init__(self, endpoint: Endpoint, secrets: Secrets, limits: Limits = Limits()) -> None:
+        import httpcore
 
-        self._httpx = httpx
+        self._httpcore = httpcore
         self._endpoint = endpoint
         self._secrets = secrets
-        self._timeouts = timeouts
+        self._limits = limits
+        self._clock = _Clock(limits)
         self._host = endpoint.host
-        timeout = httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect)
-        self._http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False)
+        timeouts = {"connect": limits.connect, "read": limits.read, "write": limits.read, "pool": limits.connect}
+        self._extensions = {"timeout": timeouts}
+        self._pool = _pool(endpoint.url(""), _network(self._clock))
 
     def send(self, request: WireRequest, received: Received) -> None:
-        headers = self._headers(request)
-        httpx = self._httpx
+        httpcore = self._httpcore
         url = self._endpoint.url(request.path)
+        self._clock.start()
         try:
-            with self._http.stream("POST", url, content=request.body, headers=headers) as response:
-                received.start(response.status_code, response.headers.get("content-type"), response.headers.get("retry-after"))
-                self._read_body(response, received, request.stream)
-        except httpx.TimeoutException as error:
-            self._broke_off(received, "timeout", f"timed out ({self._timeout_hint(error)})")
-        except httpx.ConnectError as error:
+            with self._pool.stream(
+                "POST", url, headers=self._headers(request, url), content=request.body, extensions=self._extensions
+            ) as response:
+                headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers}
+                received.start(
+                    response.status, headers.get("content-type"), headers.get("retry-after"), headers.get("content-encoding")
+                )
+                self._clock.per_read = self._limits.stream_idle if request.stream else self._limits.read
+                self._read_body(response.iter_stream(), received)
+        except _Cut as cut:
+            received.incomplete = str(cut)
+        except httpcore.TimeoutException as error:
+            self._broke_off(received, "timeout", self._timed_out(error, received, request.stream))
+        except httpcore.ConnectError as error:
             self._broke_off(received, "connect", f"could not connect: {self._one_line(error)}")
-        except httpx.HTTPError as error:
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, httpcore.UnsupportedProtocol) as error:
             self._broke_off(received, "protocol", f"broke off: {self._one_line(error)}")
 
-    def _read_body(self, response: httpx.Response, received: Received, stream: bool) -> None:
-        if not stream:
-            for chunk in response.iter_bytes():
-                received.add(chunk)
-            return
-        with _IdleWatchdog(self._timeouts.stream_idle, response.close) as watchdog:
+    def _read_body(self, chunks: Iterator[bytes], received: Received) -> None:
+        """Take the body a piece at a time, decoded, within the size cap and the attempt's deadline."""
+        cap = self._limits.max_response_bytes
+        encoding = (received.content_encoding or "identity").strip().lower()
+        if encoding != "identity" and encoding not in _INFLATE:
+            raise _Cut(f"the response's content-encoding {encoding!r} is not one tiny-agent decodes (gzip, deflate)")
+        inflater = zlib.decompressobj(_INFLATE[encoding]) if encoding in _INFLATE else None
+        taken = kept = 0
+        for chunk in chunks:
+            taken += len(chunk)
+            room = cap - kept
             try:
-                for chunk in response.iter_bytes():
-                    watchdog.reset()
-                    received.add(chunk)
-            except self._httpx.HTTPError:
-                if not watchdog.fired:
-                    raise
-            if watchdog.fired:
-                received.incomplete = (
-                    f"the stream stalled: no bytes for {self._timeouts.stream_idle:g} s "
-                    "(raise it with --stream-idle-timeout)"
-                )
+                data = chunk if inflater is None else inflater.decompress(chunk, room + 1)
+            except zlib.error as error:
+                raise _Cut(f"the {encoding} body does not decode: {error}") from None
+            received.add(data[:room])
+            kept += min(len(data), room)
+            if taken > cap or len(data) > room:
+                decoded = f" decoded from {taken} received ({encoding})" if inflater else ""
+                raise _Cut(f"the response is larger than --max-response-bytes ({cap}): cut after {kept} bytes{decoded}")
+            self._clock.check()
 
     def _broke_off(self, received: Received, kind: TransportKind, what: str) -> None:
         if received.has_response:
@@ -219,59 +317,60 @@ class HttpxProvider:
             return
         raise TransportError(kind, f"request to {self._host} {what}") from None
 
-    def _timeout_hint(self, error: Exception) -> str:
-        httpx = self._httpx
-        if isinstance(error, httpx.ConnectTimeout):
-            return f"no connection within {self._timeouts.connect:g} s; raise it with --connect-timeout"
-        if isinstance(error, httpx.PoolTimeout):
-            return f"no free connection within {self._timeouts.connect:g} s"
-        return f"no response bytes for {self._timeouts.read:g} s; raise it with --read-timeout"
+    def _timed_out(self, error: Exception, received: Received, stream: bool) -> str:
+        limits = self._limits
+        if self._clock.attempt_bound:
+            return self._clock.attempt_reason
+        if isinstance(error, self._httpcore.ConnectTimeout):
+            return f"timed out (no connection within {limits.connect:g} s; raise it with --connect-timeout)"
+        if received.has_response and stream:
+            return f"the stream stalled: no bytes for {limits.stream_idle:g} s (raise it with --stream-idle-timeout)"
+        return f"timed out (no response bytes for {limits.read:g} s; raise it with --read-timeout)"
 
     def _one_line(self, error: Exception) -> str:
         text = " ".join(str(error).split()) or type(error).__name__
         return redact_text(text, self._secrets)[0]
 
-    def _headers(self, request: WireRequest) -> dict[str, str]:
+    def _headers(self, request: WireRequest, url: str) -> list[tuple[str, str]]:
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if request.stream else "application/json",
+            "Accept-Encoding": "gzip, deflate",
             "User-Agent": f"tiny-agent/{__version__}",
             **request.headers,
+            **self._endpoint.request_headers(),
         }
-        headers.update(self._endpoint.request_headers())
-        return headers
+        parts = urlsplit(url)
+        if (parts.username or parts.password) and not any(name.lower() == "authorization" for name in headers):
+            pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        return list(headers.items())
 
     def close(self) -> None:
-        self._http.close()
+        self._pool.close()
 
 
-class _IdleWatchdog:
-    """Calls ``on_idle`` once if ``reset`` is not called for ``seconds``; cancelled on exit."""
+def _pool(url: str, network: httpcore.NetworkBackend) -> httpcore.ConnectionPool:
+    """Connections to ``url``'s host, through the proxy the environment names for it, if any.
 
-    def __init__(self, seconds: float, on_idle: Callable[[], None]) -> None:
-        self._seconds = seconds
-        self._on_idle = on_idle
-        self._timer: threading.Timer | None = None
-        self.fired = False
+    ``HTTPS_PROXY``, ``HTTP_PROXY`` or ``ALL_PROXY``, unless ``NO_PROXY`` covers the host.
+    """
+    import urllib.request
 
-    def __enter__(self) -> _IdleWatchdog:
-        self.reset()
-        return self
+    import httpcore
 
-    def reset(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = threading.Timer(self._seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
-        self.fired = True
-        self._on_idle()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+    context = httpcore.default_ssl_context()
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    chosen = proxies.get(parts.scheme) or proxies.get("all")
+    if not chosen or urllib.request.proxy_bypass(parts.hostname or ""):
+        return httpcore.ConnectionPool(ssl_context=context, network_backend=network)
+    proxy = urlsplit(chosen if "://" in chosen else f"http://{chosen}")
+    if proxy.scheme not in ("http", "https") or not proxy.hostname:
+        raise ConfigError("the proxy in the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY) must be an http:// or https:// URL")
+    auth = (unquote(proxy.username or ""), unquote(proxy.password or "")) if proxy.username else None
+    bare = proxy._replace(netloc=proxy.netloc.rpartition("@")[2]).geturl()
+    return httpcore.HTTPProxy(proxy_url=bare, proxy_auth=auth, ssl_context=context, network_backend=network)
 
 
 # -- in memory ---------------------------------------------------------------------------
@@ -305,17 +404,10 @@ class FakeProvider:
         if reply.status == 0:
             raise TransportError(reply.breaks_off or "connect", "scripted failure before any response")
         received.start(reply.status, reply.content_type, reply.retry_after)
-        for piece in _pieces(reply):
+        for piece in reply.chunks or (reply.body,):
             received.add(piece)
         if reply.breaks_off is not None:
             received.incomplete = f"scripted {reply.breaks_off} after {len(received.body())} bytes"
 
     def close(self) -> None:
         self._script.clear()
-
-
-def _pieces(reply: FakeReply) -> Iterator[bytes]:
-    if reply.chunks:
-        yield from reply.chunks
-    elif reply.body:
-        yield reply.body

@@ -289,10 +289,10 @@ JSONISH = st.recursive(
 @settings(max_examples=200 if LONG else 40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=JSONISH, status=st.sampled_from([200, 200, 200, 400, 500]))
 def test_any_provider_body_settles_or_fails_durably(tmp_path_factory, body, status) -> None:
+    from fake_provider import FakeReply
     from test_driver import _driver
 
     from tiny_agent.agent.recovery import CurrentConfiguration, explain, plan_recovery
-    from tiny_agent.providers.http import FakeReply
 
     directory = tmp_path_factory.mktemp("body")
     wrapped = {"choices": [{"message": body, "finish_reason": "stop"}]} if status == 200 else body

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 import replies
 from builders import header
+from fake_provider import FakeProvider, FakeReply
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_anthropic import transcripts
@@ -29,7 +30,6 @@ from tiny_agent.journal.transcript import (
     ToolMessage,
     UserMessage,
 )
-from tiny_agent.providers.http import FakeProvider, FakeReply
 from tiny_agent.stores.journal import JournalWriter, read_journal
 from tiny_agent.wire.chat.request import chat_request
 from tiny_agent.wire.request import RequestOptions

@@ -1,7 +1,7 @@
 """The driver on the provider seam, with an in-memory provider: fast unit tests of the agent loop.
 
 The loopback-HTTP tests (test_agent.py, test_crash.py) are the integration layer; these
-drive the same loop with :class:`tiny_agent.providers.http.FakeProvider`, no sockets and no threads.
+drive the same loop with :class:`fake_provider.FakeProvider`, no sockets and no threads.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import msgspec
 import pytest
 import replies
 from builders import header
+from fake_provider import FakeProvider, FakeReply
 
 from tiny_agent.agent import recovery
 from tiny_agent.agent.configuration import Configuration
@@ -22,7 +23,7 @@ from tiny_agent.agent.loop import Driver, Policy, Runtime
 from tiny_agent.agent.tools.toolbox import ToolBox
 from tiny_agent.fold.transcript_rules import transcript_violation
 from tiny_agent.journal.state import IdleOperation
-from tiny_agent.providers.http import FakeProvider, FakeReply, WireRequest
+from tiny_agent.providers.http import WireRequest
 from tiny_agent.stores.journal import JournalWriter, raw_facts, read_journal
 
 

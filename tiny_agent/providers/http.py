@@ -1,22 +1,13 @@
 """The provider seam: one physical request in, the response out exactly as it arrives.
 
-A :class:`Provider` sends a :class:`WireRequest` and fills a :class:`Received`
-with the status, the content type and every byte of the body as it arrives.
-It interprets nothing: the caller journals what was received before anything
-parses it.  Because ``Received`` is filled in place, the bytes that did arrive
-are still there when the exchange breaks off (a timeout, a hang-up, Ctrl-C, a
-limit), so a partial stream can be journaled too.
+A :class:`Provider` sends a :class:`WireRequest` and fills a :class:`Received` with the status, the
+content type and the body as it arrives (decoded), interpreting nothing: the caller journals it
+before anything parses it, including the part that arrived before a break-off, a limit or Ctrl-C.
 
-:class:`HttpProvider` speaks HTTP/1.1 through httpcore (imported only when one
-is made: commands that never talk HTTP must not pay for it).  Its limits are
-enforced by the reads themselves: every socket operation waits at most the
-time its limit leaves (:class:`_Clock`), and the body is counted, and
-decoded, a bounded piece at a time.  :class:`FakeProvider` answers from a
-script, in memory, for fast tests of the driver.
-
-Credentials are the provider's business: the request carries only non-secret
-headers, and the provider adds the key for the one host it belongs to.  The
-key is in no repr, message or file.
+:class:`HttpProvider` speaks HTTP/1.1 through httpcore, imported only when one is made.  Its
+limits are kept by the waits themselves (:class:`_Clock` bounds every socket operation), and the
+body is decoded and counted a bounded piece at a time.  The key is added for its own host only,
+and is in no repr, message or file.
 """
 
 from __future__ import annotations
@@ -43,21 +34,7 @@ if TYPE_CHECKING:
 
     from tiny_agent.providers.endpoint import Endpoint
 
-__all__ = [
-    "FakeProvider",
-    "FakeReply",
-    "HttpProvider",
-    "Limits",
-    "Provider",
-    "Received",
-    "TransportError",
-    "WireRequest",
-    "raw_response",
-]
-
 TransportKind = Literal["timeout", "connect", "protocol"]
-
-MIB: Final = 1024 * 1024
 
 _INFLATE: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 """The content encodings tiny-agent asks for and removes (zlib's window bits for each)."""
@@ -171,7 +148,7 @@ class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Waiting for the next bytes of a stream once it has started."""
     attempt: float = 1800.0
     """The whole attempt, from connecting to the last byte, whatever trickles in meanwhile."""
-    max_response_bytes: int = 64 * MIB
+    max_response_bytes: int = 64 * 1024 * 1024
     """The most body bytes an attempt takes, counted as received and again as decoded."""
 
 
@@ -193,10 +170,11 @@ class _Clock:
         self.ends = time.monotonic() + self.limits.attempt
         self.per_read = self.limits.read
 
-    def bound(self, seconds: float | None) -> float:
+    def bound(self, seconds: float) -> float:
+        """``seconds``, or less when the attempt's deadline comes sooner."""
         left = self.ends - time.monotonic()
-        self.attempt_bound = seconds is None or left < seconds
-        return max(left, 0.001) if self.attempt_bound or seconds is None else seconds
+        self.attempt_bound = left < seconds
+        return max(left, 0.001) if self.attempt_bound else seconds
 
     def check(self) -> None:
         if time.monotonic() >= self.ends:
@@ -211,6 +189,8 @@ def _network(clock: _Clock) -> httpcore.NetworkBackend:
     """httpcore's own sockets, each wait bounded by ``clock``: a stalled read ends itself, no other thread needed."""
     import httpcore
 
+    limits = clock.limits
+
     class Stream(httpcore.NetworkStream):
         def __init__(self, inner: httpcore.NetworkStream) -> None:
             self._inner = inner
@@ -219,7 +199,7 @@ def _network(clock: _Clock) -> httpcore.NetworkBackend:
             return self._inner.read(max_bytes, clock.bound(clock.per_read))
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            self._inner.write(buffer, clock.bound(timeout))
+            self._inner.write(buffer, clock.bound(limits.read))
 
         def close(self) -> None:
             self._inner.close()
@@ -227,7 +207,7 @@ def _network(clock: _Clock) -> httpcore.NetworkBackend:
         def start_tls(
             self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
         ) -> Stream:
-            return Stream(self._inner.start_tls(ssl_context, server_hostname, clock.bound(timeout)))
+            return Stream(self._inner.start_tls(ssl_context, server_hostname, clock.bound(limits.connect)))
 
         def get_extra_info(self, info: str) -> object:
             return self._inner.get_extra_info(info)
@@ -241,7 +221,7 @@ def _network(clock: _Clock) -> httpcore.NetworkBackend:
             local_address: str | None = None,
             socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
         ) -> Stream:
-            return Stream(super().connect_tcp(host, port, clock.bound(timeout), local_address, socket_options))
+            return Stream(super().connect_tcp(host, port, clock.bound(limits.connect), local_address, socket_options))
 
     return Backend()
 
@@ -262,8 +242,6 @@ class HttpProvider:
         self._limits = limits
         self._clock = _Clock(limits)
         self._host = endpoint.host
-        timeouts = {"connect": limits.connect, "read": limits.read, "write": limits.read, "pool": limits.connect}
-        self._extensions = {"timeout": timeouts}
         self._pool = _pool(endpoint.url(""), _network(self._clock))
 
     def send(self, request: WireRequest, received: Received) -> None:
@@ -271,9 +249,7 @@ class HttpProvider:
         url = self._endpoint.url(request.path)
         self._clock.start()
         try:
-            with self._pool.stream(
-                "POST", url, headers=self._headers(request, url), content=request.body, extensions=self._extensions
-            ) as response:
+            with self._pool.stream("POST", url, headers=self._headers(request, url), content=request.body) as response:
                 headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers}
                 received.start(
                     response.status, headers.get("content-type"), headers.get("retry-after"), headers.get("content-encoding")
@@ -371,43 +347,3 @@ def _pool(url: str, network: httpcore.NetworkBackend) -> httpcore.ConnectionPool
     auth = (unquote(proxy.username or ""), unquote(proxy.password or "")) if proxy.username else None
     bare = proxy._replace(netloc=proxy.netloc.rpartition("@")[2]).geturl()
     return httpcore.HTTPProxy(proxy_url=bare, proxy_auth=auth, ssl_context=context, network_backend=network)
-
-
-# -- in memory ---------------------------------------------------------------------------
-
-
-class FakeReply(msgspec.Struct, frozen=True):
-    """A scripted response: its status, content type and body pieces, optionally breaking off after them."""
-
-    status: int = 200
-    body: bytes = b""
-    content_type: str | None = "application/json"
-    chunks: tuple[bytes, ...] = ()
-    """When given, the body as these pieces (a stream); ``body`` is then ignored."""
-    breaks_off: TransportKind | None = None
-    """Raise this transport failure after the pieces (before any when ``status`` is 0)."""
-    retry_after: str | None = None
-
-
-class FakeProvider:
-    """Answers from a script, in order, and remembers every request; no sockets, no threads."""
-
-    def __init__(self, script: list[FakeReply]) -> None:
-        self._script = list(script)
-        self.requests: list[WireRequest] = []
-
-    def send(self, request: WireRequest, received: Received) -> None:
-        self.requests.append(request)
-        if not self._script:
-            raise TransportError("protocol", "the fake provider's script has no more replies")
-        reply = self._script.pop(0)
-        if reply.status == 0:
-            raise TransportError(reply.breaks_off or "connect", "scripted failure before any response")
-        received.start(reply.status, reply.content_type, reply.retry_after)
-        for piece in reply.chunks or (reply.body,):
-            received.add(piece)
-        if reply.breaks_off is not None:
-            received.incomplete = f"scripted {reply.breaks_off} after {len(received.body())} bytes"
-
-    def close(self) -> None:
-        self._script.clear()

@@ -123,8 +123,8 @@ class Seam(Protocol):
         """The derivation (unreadable counters count as 0) and the first problem found, from a decoded body (or None)."""
         ...
 
-    def metadata(self, body: Any) -> dict[str, Any]:
-        """``finish_reason``, ``response_id`` and ``model`` as far as the body says them."""
+    def finish_reason(self, body: dict[str, Any]) -> str | None:
+        """The API's own word for why the answer ended, as far as the body says it."""
         ...
 
     def answer(self, body: Any) -> tuple[AssistantMessage, StopReason]:
@@ -154,7 +154,7 @@ class WireApi(msgspec.Struct, frozen=True):
     def normalize(self, body: Any) -> Outcome:
         """The seam: a decoded body in, the canonical message (or a one-line rejection) out."""
         derivation, usage_problem = self.seam.read_usage(body)
-        metadata = self.seam.metadata(body)
+        metadata = self._metadata(body)
         try:
             message, stop_reason = self.seam.answer(body)
             if usage_problem is not None:
@@ -167,7 +167,13 @@ class WireApi(msgspec.Struct, frozen=True):
     def rejected(self, reason: str, body: Any = None) -> Rejected:
         """A rejection that still ledgers the usage ``body`` (what had arrived) reports."""
         derivation, _ = self.seam.read_usage(body)
-        return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **self.seam.metadata(body))
+        return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **self._metadata(body))
+
+    def _metadata(self, body: Any) -> dict[str, Any]:
+        if type(body) is not dict:
+            return {}
+        finish_reason = self.seam.finish_reason(body)
+        return {"finish_reason": finish_reason, "response_id": text_member(body, "id"), "model": text_member(body, "model")}
 
     def normalize_body(self, body: bytes | str) -> Outcome:
         """Parse a whole response body (strict JSON: no duplicate keys, no lone surrogates) and normalize it."""
@@ -219,6 +225,22 @@ def assistant_message(texts: list[str], calls: list[ToolCall], where: str) -> As
     if not calls:
         return AssistantMessage(content=text)
     return AssistantMessage(content=text or None, tool_calls=calls)
+
+
+def rebuild(items: Any, where: str, piece: Callable[[Any, dict[str, Any], str], list[str] | ToolCall | None]) -> AssistantMessage:
+    """The canonical message from an array of typed objects (blocks, items): ``piece(type, object, path)``
+    gives each one's texts, its call, or None for one that says nothing the message keeps."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for index, value in enumerate(require_array(items, where)):
+        here = f"{where}[{index}]"
+        item = require_object(value, here)
+        found = piece(item.get("type", MISSING), item, here)
+        if isinstance(found, ToolCall):
+            calls.append(found)
+        elif found is not None:
+            texts.extend(found)
+    return assistant_message(texts, calls, where)
 
 
 def require_text(container: dict[str, Any], key: str, where: str) -> str:

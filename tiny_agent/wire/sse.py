@@ -1,23 +1,9 @@
-"""Server-Sent Events framing: a ``text/event-stream`` body into its events.
+"""Server-Sent Events framing: a ``text/event-stream`` body into its events (the rules: docs/normalize.md, "Reassembly").
 
-The rules (the WHATWG event-stream format, as far as a response body needs it):
-
-- one byte order mark at the very start is ignored;
-- lines end with CRLF, LF or CR;
-- a blank line ends an event;
-- ``data:`` lines are joined with ``\\n``; one space after the colon is dropped;
-- ``event:`` names the event (kept: the Anthropic and Responses streams repeat
-  it inside the data, Chat Completions never sends it); ``id:`` and ``retry:``
-  are ignored, as is any other field;
-- lines starting with ``:`` are comments (keep-alives such as
-  ``: OPENROUTER PROCESSING``);
-- an event without a ``data:`` line is no event;
-- an event the body does not finish with a blank line (a stream cut off
-  mid-event) is not an event either.
-
-``parse_events`` frames a whole body; :class:`SseDecoder` frames bytes as they
-arrive, in any split, and yields exactly the same events (the live view uses
-it; the journal keeps the bytes and the pure reassembly re-frames them).
+:class:`SseDecoder` frames bytes as they arrive, in any split (the live view); :func:`parse_events`
+frames a whole body and yields exactly the same events (the journal keeps the bytes, and the pure
+reassembly re-frames them).  ``event:`` is kept, ``id:``, ``retry:`` and comments are ignored; an
+event without ``data:``, or that the body does not finish with a blank line, is no event.
 
 Pure: no I/O.
 """
@@ -29,7 +15,6 @@ from typing import Final
 
 import msgspec
 
-_FIELD_SEPARATOR: Final = ":"
 _BOM: Final = "\ufeff"
 
 
@@ -38,55 +23,6 @@ class SseEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The ``data:`` lines of the event, joined with ``\\n``."""
     event: str | None = None
     """The ``event:`` field's value, when the event had one."""
-
-
-class _EventBuilder:
-    """Accumulates one event's fields, line by line."""
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-        self._event: str | None = None
-
-    def line(self, line: str) -> SseEvent | None:
-        """Take one line (without its end); return the event a blank line completes."""
-        if not line:
-            return self._dispatch()
-        if line.startswith(_FIELD_SEPARATOR):
-            return None
-        name, colon, value = line.partition(_FIELD_SEPARATOR)
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        return None
-
-    def _dispatch(self) -> SseEvent | None:
-        data = self._data
-        event = self._event
-        self._data = []
-        self._event = None
-        if not data:
-            return None
-        return SseEvent(data="\n".join(data), event=event or None)
-
-
-def parse_events(text: str) -> list[SseEvent]:
-    """Every complete event of a whole body, in order."""
-    builder = _EventBuilder()
-    events: list[SseEvent] = []
-    if text.startswith(_BOM):
-        text = text[1:]
-    # str.splitlines also splits on \x0b, \x0c, \x1c-\x1e, \x85, \u2028 and
-    # \u2029, which SSE does not; normalise the three real line ends first.
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    # The last piece is what followed the final line end: an unfinished line.
-    for line in lines[:-1]:
-        event = builder.line(line)
-        if event is not None:
-            events.append(event)
-    return events
 
 
 class SseDecoder:
@@ -98,7 +34,8 @@ class SseDecoder:
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        self._builder = _EventBuilder()
+        self._data: list[str] = []
+        self._event: str | None = None
         self._pending: list[str] = []
         """Text after the last complete line end, in pieces (may end with a lone CR that a LF could still join).
 
@@ -108,9 +45,10 @@ class SseDecoder:
         """Whether the first character has been seen (a byte order mark there is dropped)."""
 
     def feed(self, data: bytes) -> list[SseEvent]:
-        return self._text(self._utf8.decode(data))
+        return self.text(self._utf8.decode(data))
 
-    def _text(self, text: str) -> list[SseEvent]:
+    def text(self, text: str) -> list[SseEvent]:
+        """Frame decoded text (``feed`` decodes bytes into it)."""
         if not self._started and text:
             self._started = True
             if text.startswith(_BOM):
@@ -127,26 +65,47 @@ class SseDecoder:
         hold_cr = buffered.endswith("\r")
         if hold_cr:
             buffered = buffered[:-1]
+        # str.splitlines also splits on \x0b, \x0c, \x1c-\x1e, \x85, \u2028 and
+        # \u2029, which SSE does not; normalise the three real line ends first.
         lines = buffered.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         rest = lines.pop() + ("\r" if hold_cr else "")
         self._pending = [rest] if rest else []
         events: list[SseEvent] = []
         for line in lines:
-            event = self._builder.line(line)
-            if event is not None:
-                events.append(event)
+            self._line(line, events)
         return events
 
     def close(self) -> list[SseEvent]:
         """The end of the body: a lone CR still held is a line end; an unfinished event is dropped."""
-        events = self._text(self._utf8.decode(b"", final=True))
+        events = self.text(self._utf8.decode(b"", final=True))
         pending = "".join(self._pending)
         self._pending = []
         if pending.endswith("\r"):
-            event = self._builder.line(pending[:-1])
-            if event is not None:
-                events.append(event)
+            self._line(pending[:-1], events)
         return events
+
+    def _line(self, line: str, events: list[SseEvent]) -> None:
+        if not line:
+            if self._data:
+                events.append(SseEvent(data="\n".join(self._data), event=self._event or None))
+            self._data = []
+            self._event = None
+            return
+        if line.startswith(":"):
+            return
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+
+
+def parse_events(text: str) -> list[SseEvent]:
+    """Every complete event of a whole body, in order."""
+    decoder = SseDecoder()
+    return decoder.text(text) + decoder.close()
 
 
 _SSE_FIELDS: Final = ("data:", "event:", "id:", "retry:", ":")

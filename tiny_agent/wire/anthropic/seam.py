@@ -7,7 +7,7 @@ Pure: no I/O.  Never raises for any input.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import msgspec
 from msgspec import UNSET
@@ -17,17 +17,16 @@ from tiny_agent.wire.seam import (
     DROPPED,
     MISSING,
     Reject,
-    assistant_message,
     compact_json,
     counter,
     describe,
     error_text,
     member_object,
+    rebuild,
     require_array,
     require_object,
     require_text,
     short,
-    text_member,
     unkept_paths,
 )
 
@@ -51,10 +50,8 @@ class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
             cacheWrite=self.cache_creation_input_tokens,
         )
 
-    @property
-    def cost(self) -> float | None:
-        """Anthropic reports no cost in the body."""
-        return None
+    cost: ClassVar[None] = None
+    """Anthropic reports no cost in the body."""
 
     def explain(self) -> str:
         """``input_tokens 20 = input 20 (cache read 12 and write 0 are counted apart …); output_tokens 5 = output 5``."""
@@ -79,22 +76,16 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 }
 
 
-def metadata(body: Any) -> dict[str, Any]:
-    if type(body) is not dict:
-        return {}
+def finish_reason(body: dict[str, Any]) -> str | None:
     stop = body.get("stop_reason")
-    return {
-        "finish_reason": stop if type(stop) is str else None,
-        "response_id": text_member(body, "id"),
-        "model": text_member(body, "model"),
-    }
+    return stop if type(stop) is str else None
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
     """The stop reason is checked before the blocks: refusals and paused turns are not answers."""
     content = _message_content(body)
     stop_reason = _known_stop_reason(body.get("stop_reason", MISSING))
-    message = _rebuild(content)
+    message = rebuild(content, "content", _block)
     has_calls = message.tool_calls is not UNSET
     if stop_reason == "toolUse" and not has_calls:
         raise Reject("stop_reason tool_use but the message carries no tool_use blocks")
@@ -130,23 +121,17 @@ def _known_stop_reason(value: Any) -> StopReason:
     raise Reject(f"stop_reason {short(value)} is not one the seam knows (end_turn, stop_sequence, tool_use, max_tokens)")
 
 
-def _rebuild(content: list[Any]) -> AssistantMessage:
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for index, value in enumerate(content):
-        where = f"content[{index}]"
-        block = require_object(value, where)
-        block_type = block.get("type", MISSING)
-        if block_type == "text":
-            texts.append(block_text(block, where))
-        elif block_type == "tool_use":
-            call_id = require_text(block, "id", where)
-            name = require_text(block, "name", where)
-            arguments = compact_json(require_object(block.get("input", MISSING), f"{where}.input"), f"{where}.input")
-            calls.append(ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments)))
-        elif block_type not in ("thinking", "redacted_thinking"):
-            raise Reject(f"{where}.type is {describe(block_type)}, not a block the seam knows ({_KNOWN_BLOCKS})")
-    return assistant_message(texts, calls, "content")
+def _block(block_type: Any, block: dict[str, Any], where: str) -> list[str] | ToolCall | None:
+    if block_type == "text":
+        return [block_text(block, where)]
+    if block_type == "tool_use":
+        call_id = require_text(block, "id", where)
+        name = require_text(block, "name", where)
+        arguments = compact_json(require_object(block.get("input", MISSING), f"{where}.input"), f"{where}.input")
+        return ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments))
+    if block_type in ("thinking", "redacted_thinking"):
+        return None
+    raise Reject(f"{where}.type is {describe(block_type)}, not a block the seam knows ({_KNOWN_BLOCKS})")
 
 
 def block_text(block: dict[str, Any], where: str) -> str:

@@ -27,6 +27,8 @@ MessageRewrite = Callable[[dict[str, Any], str, str], tuple[dict[str, Any], list
 CallRewrite = tuple[dict[str, Any], str, ChangeKind, str]
 """A rewritten call, the changed member's path inside the call, and the change's kind and detail."""
 
+CallRewriter = Callable[[Any], CallRewrite | None]
+
 
 class Adapter(msgspec.Struct, frozen=True):
     name: str
@@ -39,9 +41,34 @@ class Adapter(msgspec.Struct, frozen=True):
         return f"{self.name}@{self.version}"
 
 
+ADAPTERS: Final[list[Adapter]] = []
+"""Every adapter, in the order declared below (the order :data:`ADAPTER_NAMES` lists them)."""
+
+
+def _adapter(name: str, version: int, summary: str) -> Callable[[MessageRewrite], MessageRewrite]:
+    """Declares a rewrite of one ``choices[i].message`` as the adapter ``name@version``."""
+
+    def declare(rewrite: MessageRewrite) -> MessageRewrite:
+        ADAPTERS.append(Adapter(name, version, summary, rewrite))
+        return rewrite
+
+    return declare
+
+
+def _call_adapter(name: str, version: int, summary: str) -> Callable[[CallRewriter], CallRewriter]:
+    """Declares a rewrite of each of a message's tool calls (None: that call stays as it is)."""
+
+    def declare(rewrite: CallRewriter) -> CallRewriter:
+        _adapter(name, version, summary)(lambda message, where, ref: _rewrite_calls(message, where, ref, rewrite))
+        return rewrite
+
+    return declare
+
+
 # -- the adapters ---------------------------------------------------------------
 
 
+@_adapter("absent-content-is-null", 1, "a message without content gets content: null (Groq, Azure, Mistral with tool calls)")
 def _absent_content_is_null(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
     if "content" in message:
         return message, []
@@ -49,6 +76,7 @@ def _absent_content_is_null(message: dict[str, Any], where: str, ref: str) -> tu
     return {**message, "content": None}, [change]
 
 
+@_adapter("empty-tool-calls-is-none", 1, "tool_calls: [] is removed (vLLM sends it with ordinary answers)")
 def _empty_tool_calls_is_none(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
     calls = message.get("tool_calls")
     if type(calls) is not list or calls:
@@ -57,10 +85,7 @@ def _empty_tool_calls_is_none(message: dict[str, Any], where: str, ref: str) -> 
     return rewritten, [Change(ref, f"{where}.tool_calls", "removed", "removed an empty tool_calls array")]
 
 
-def _missing_call_type_is_function(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
-    return _rewrite_calls(message, where, ref, _call_with_type)
-
-
+@_call_adapter("missing-call-type-is-function", 1, 'a tool call without type gets type: "function" (Mistral)')
 def _call_with_type(call: Any) -> CallRewrite | None:
     if type(call) is not dict or "type" in call:
         return None
@@ -68,6 +93,11 @@ def _call_with_type(call: Any) -> CallRewrite | None:
     return {**call, "type": "function"}, "type", "added", 'no type member; added type: "function"'
 
 
+@_adapter(
+    "content-parts-to-text",
+    1,
+    "a list content becomes the concatenated text of its text parts; other parts are dropped (Mistral)",
+)
 def _content_parts_to_text(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
     parts = message.get("content")
     if type(parts) is not list:
@@ -89,10 +119,11 @@ def _content_parts_to_text(message: dict[str, Any], where: str, ref: str) -> tup
     return {**message, "content": content}, [Change(ref, f"{where}.content", "replaced", detail)]
 
 
-def _object_arguments_to_json(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
-    return _rewrite_calls(message, where, ref, _call_with_text_arguments)
-
-
+@_call_adapter(
+    "object-arguments-to-json",
+    1,
+    "object arguments become their compact JSON text, member order and non-ASCII kept (llama.cpp)",
+)
 def _call_with_text_arguments(call: Any) -> CallRewrite | None:
     text = _arguments_text(call)
     if text is None:
@@ -101,10 +132,7 @@ def _call_with_text_arguments(call: Any) -> CallRewrite | None:
     return {**call, "function": function}, "function.arguments", "replaced", "an object became its compact JSON text"
 
 
-def _rewrite_calls(
-    message: dict[str, Any], where: str, ref: str, rewrite: Callable[[Any], CallRewrite | None]
-) -> tuple[dict[str, Any], list[Change]]:
-    """``rewrite`` applied to each of the message's tool calls (None: that call stays as it is)."""
+def _rewrite_calls(message: dict[str, Any], where: str, ref: str, rewrite: CallRewriter) -> tuple[dict[str, Any], list[Change]]:
     calls = message.get("tool_calls")
     if type(calls) is not list:
         return message, []
@@ -137,39 +165,6 @@ def _arguments_text(call: Any) -> str | None:
         # A value no JSON text can hold (a lone surrogate, say): leave it for the seam to reject.
         return None
 
-
-ADAPTERS: Final[tuple[Adapter, ...]] = (
-    Adapter(
-        "absent-content-is-null",
-        1,
-        "a message with no content member gets content: null (Groq, Azure, Mistral with tool calls)",
-        _absent_content_is_null,
-    ),
-    Adapter(
-        "empty-tool-calls-is-none",
-        1,
-        "tool_calls: [] is removed (vLLM sends it with ordinary answers)",
-        _empty_tool_calls_is_none,
-    ),
-    Adapter(
-        "missing-call-type-is-function",
-        1,
-        'a tool call without type gets type: "function" (Mistral)',
-        _missing_call_type_is_function,
-    ),
-    Adapter(
-        "content-parts-to-text",
-        1,
-        "a list content becomes the concatenated text of its text parts; other parts are dropped (Mistral)",
-        _content_parts_to_text,
-    ),
-    Adapter(
-        "object-arguments-to-json",
-        1,
-        "object arguments become their compact JSON text, member order and non-ASCII kept (llama.cpp)",
-        _object_arguments_to_json,
-    ),
-)
 
 ADAPTER_NAMES: Final[tuple[str, ...]] = tuple(adapter.name for adapter in ADAPTERS)
 _BY_REFERENCE: Final[dict[str, Adapter]] = {

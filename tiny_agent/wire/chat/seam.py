@@ -45,17 +45,11 @@ class ChatUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="cha
         )
 
 
-def metadata(body: Any) -> dict[str, Any]:
-    if type(body) is not dict:
-        return {}
+def finish_reason(body: dict[str, Any]) -> str | None:
     choices = body.get("choices")
     first = choices[0] if type(choices) is list and choices and type(choices[0]) is dict else {}
     finish = first.get("finish_reason")
-    return {
-        "finish_reason": finish if type(finish) is str else None,
-        "response_id": body["id"] if type(body.get("id")) is str else None,
-        "model": body["model"] if type(body.get("model")) is str else None,
-    }
+    return finish if type(finish) is str else None
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:

@@ -7,7 +7,7 @@ Pure: no I/O.  Never raises for any input.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import msgspec
 from msgspec import UNSET
@@ -17,16 +17,15 @@ from tiny_agent.wire.seam import (
     DROPPED,
     MISSING,
     Reject,
-    assistant_message,
     counter,
     describe,
     error_text,
     member_object,
+    rebuild,
     require_array,
     require_object,
     require_text,
     short,
-    text_member,
     unkept_paths,
 )
 
@@ -44,10 +43,8 @@ class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
         net_input = max(0, self.input_tokens - self.cached_tokens)
         return Usage(input=net_input, output=self.output_tokens, cacheRead=self.cached_tokens, cacheWrite=0)
 
-    @property
-    def cost(self) -> float | None:
-        """The Responses API reports no cost in the body."""
-        return None
+    cost: ClassVar[None] = None
+    """The Responses API reports no cost in the body."""
 
     def explain(self) -> str:
         """``input_tokens 40 − cached 25 = input 15 (Responses counts cached tokens inside input_tokens); …``."""
@@ -66,23 +63,18 @@ _KEPT_CALL: Final = {"type": None, "call_id": None, "name": None, "arguments": N
 _KEPT_USAGE: Final = {"input_tokens": None, "input_tokens_details": {"cached_tokens": None}, "output_tokens": None}
 
 
-def metadata(body: Any) -> dict[str, Any]:
-    if type(body) is not dict:
-        return {}
+def finish_reason(body: dict[str, Any]) -> str | None:
+    """``status``, or ``incomplete_details.reason`` when incomplete."""
     status = body.get("status")
     details = body.get("incomplete_details")
     reason = details.get("reason") if type(details) is dict else None
     finish = reason if status == "incomplete" and type(reason) is str else status
-    return {
-        "finish_reason": finish if type(finish) is str else None,
-        "response_id": text_member(body, "id"),
-        "model": text_member(body, "model"),
-    }
+    return finish if type(finish) is str else None
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
     truncated = _truncated(body)
-    message = _rebuild(require_array(body.get("output", MISSING), "output"))
+    message = rebuild(body.get("output", MISSING), "output", _item)
     return message, "length" if truncated else ("toolUse" if message.tool_calls is not UNSET else "stop")
 
 
@@ -116,20 +108,14 @@ def _truncated(body: Any) -> bool:
     raise Reject(f"status {short(status)} is not a finished answer (expected completed, or incomplete at max_output_tokens)")
 
 
-def _rebuild(output: list[Any]) -> AssistantMessage:
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for index, value in enumerate(output):
-        where = f"output[{index}]"
-        item = require_object(value, where)
-        item_type = item.get("type", MISSING)
-        if item_type == "message":
-            texts.extend(_message_texts(item, where))
-        elif item_type == "function_call":
-            calls.append(_tool_call(item, where))
-        elif item_type != "reasoning":
-            raise Reject(f"{where}.type is {describe(item_type)}, not an item the seam knows ({_KNOWN_ITEMS})")
-    return assistant_message(texts, calls, "output")
+def _item(item_type: Any, item: dict[str, Any], where: str) -> list[str] | ToolCall | None:
+    if item_type == "message":
+        return _message_texts(item, where)
+    if item_type == "function_call":
+        return _tool_call(item, where)
+    if item_type == "reasoning":
+        return None
+    raise Reject(f"{where}.type is {describe(item_type)}, not an item the seam knows ({_KNOWN_ITEMS})")
 
 
 def _message_texts(item: dict[str, Any], where: str) -> list[str]:

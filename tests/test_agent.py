@@ -113,7 +113,7 @@ def test_run_against_a_dirty_provider(capsys, store, workspace):
     assert request["model"] == "test/model"
     assert [message["role"] for message in request["messages"]] == ["user", "assistant", "tool"]
     assert "reasoning" not in request["messages"][1]
-    assert {tool["function"]["name"] for tool in request["tools"]} == {"read", "write"}
+    assert {tool["function"]["name"] for tool in request["tools"]} == {"read", "write", "edit", "list", "glob", "grep"}
 
 
 def test_every_changed_byte_is_caught_by_a_seal(capsys, store, workspace):

@@ -349,7 +349,7 @@ def unconfined(root: Path, **options: object) -> ToolBox:
 
 def test_bash_is_off_unless_offered(tmp_path: Path) -> None:
     toolbox = ToolBox(tmp_path)
-    assert [spec.name for spec in toolbox.specs()] == ["read", "write"]
+    assert [spec.name for spec in toolbox.specs()] == ["read", "write", "edit", "list", "glob", "grep"]
     assert toolbox.execute("bash", {"command": "true"}).content == "Error: unknown tool bash"
 
 

@@ -5,9 +5,11 @@ A tool failure is an ordinary error result for the model, never an exception.
 - ``read`` opens nothing but a regular file: it checks with ``lstat`` first,
   opens with ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO swapped in meanwhile cannot
   block the open) and checks the descriptor again with ``fstat``.
-- ``write`` asks first: it runs when ``allow_write`` is set, else when the
-  approver (the user at a terminal) says yes, else it is refused.  How it was
-  decided is part of the result content, so the journal records it.
+- ``write`` and ``edit`` ask first: they run when ``allow_write`` is set,
+  else when the approver (the user at a terminal) says yes, else they are
+  refused.  How it was decided is part of the result content, so the journal
+  records it.
+- ``list``, ``glob`` and ``grep`` are :mod:`tiny_agent.agent.tools.files`.
 - ``bash`` runs with a scrubbed environment, inside bubblewrap when it works
   here (see :mod:`tiny_agent.agent.tools.sandbox`); the first line of its result names
   the sandbox it ran in.
@@ -18,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 import signal
-import stat
 import subprocess
 import sys
 import unicodedata
@@ -29,7 +31,9 @@ from typing import Any, Final, TextIO
 
 import msgspec
 
-from tiny_agent.agent.tools.builtin import BASH, READ, WRITE, validate_arguments
+from tiny_agent.agent.tools import files
+from tiny_agent.agent.tools.builtin import BASH, BUILTIN, validate_arguments, with_defaults
+from tiny_agent.agent.tools.files import Refusal, cut, open_regular, read_regular, require_regular
 from tiny_agent.agent.tools.sandbox import (
     SandboxChoice,
     SandboxMode,
@@ -42,7 +46,7 @@ from tiny_agent.agent.tools.sandbox import (
 from tiny_agent.journal.tools import ToolOutcome, ToolSpec
 
 READ_LIMIT: Final = 256 * 1024
-OUTPUT_LIMIT: Final = 64 * 1024
+OUTPUT_LIMIT: Final = files.OUTPUT_LIMIT
 DIFF_LINE_LIMIT: Final = 200
 """Diff lines shown in a write proposal; more would scroll the question off the screen."""
 DIFF_WIDTH_LIMIT: Final = 400
@@ -51,10 +55,6 @@ DIFF_INPUT_LIMIT: Final = READ_LIMIT
 """Files larger than this on either side get no diff: difflib's cost grows faster than their size."""
 
 NO_APPROVER_REASON: Final = "no terminal to ask, and --allow-write was not given"
-
-
-class Refusal(Exception):
-    """A tool call that will not be carried out; its message is the result the model sees."""
 
 
 class ConfinementError(Refusal):
@@ -109,6 +109,7 @@ class ToolBox:
         sandbox: SandboxChoice = "auto",
         protected: Sequence[Path] = (),
         environ: Mapping[str, str] | None = None,
+        readable: Mapping[str, Path] = {},
     ) -> None:
         self.root = Path(os.path.realpath(cwd))
         self.allow_bash = allow_bash
@@ -117,7 +118,8 @@ class ToolBox:
         self.approve = approve
         self.protected = tuple(Path(os.path.realpath(self.root / path)) for path in protected)
         self.environ = environ
-        self._specs = [READ, WRITE, BASH] if allow_bash else [READ, WRITE]
+        self.readable = dict(readable)
+        self._specs = [spec for spec in BUILTIN if spec is not BASH or allow_bash]
         # Probed now, not at the first call: the user must hear before the run that bash is unconfined.
         self.sandbox: SandboxProbe | None = resolve_sandbox(sandbox) if allow_bash else None
 
@@ -145,15 +147,14 @@ class ToolBox:
         return validate_arguments(spec.parameters, arguments)
 
     def execute(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Run a tool; its declared parameter names are the keyword arguments of the ``_<name>`` method."""
+        spec = self.lookup(name)
         problem = self.validate(name, arguments)
-        if problem is not None:
+        if spec is None or problem is not None:
             return ToolOutcome(content=f"Error: {problem}", ok=False)
+        run: Callable[..., ToolOutcome] = getattr(self, f"_{name}")
         try:
-            if name == "read":
-                return self._read(arguments["path"])
-            if name == "write":
-                return self._write(arguments["path"], arguments["content"])
-            return self._bash(arguments["command"])
+            return run(**with_defaults(spec.parameters, arguments))
         except Refusal as refusal:
             return ToolOutcome(content=f"Error: {refusal}", ok=False)
         except OSError as error:
@@ -178,32 +179,57 @@ class ToolBox:
                 shown = os.path.relpath(protected, self.root)
                 raise Refusal(f"{path_text}: {shown} is kept by tiny-agent itself; the tools may read it but not change it")
 
-    # -- read -------------------------------------------------------------------
+    # -- read, list, glob, grep -------------------------------------------------------
 
-    def _read(self, path_text: str) -> ToolOutcome:
-        path = self.confine(path_text)
-        data = _read_regular(path, path_text)
+    def _read(self, path: str) -> ToolOutcome:
+        data = read_regular(self.readable.get(path) or self.confine(path), path, READ_LIMIT)
         try:
             return ToolOutcome(content=data.decode("utf-8"), ok=True)
         except UnicodeDecodeError:
-            return ToolOutcome(content=f"Error: {path_text}: not a UTF-8 text file", ok=False)
+            return ToolOutcome(content=f"Error: {path}: not a UTF-8 text file", ok=False)
 
-    # -- write -------------------------------------------------------------------
+    def _list(self, path: str) -> ToolOutcome:
+        return ToolOutcome(content=files.list_directory(self.confine(path), path), ok=True)
 
-    def _write(self, path_text: str, content: str) -> ToolOutcome:
-        try:
-            encoded = content.encode("utf-8")
-        except UnicodeEncodeError as error:
-            reason = f"the content is not valid Unicode text ({error.reason} at {error.start})"
-            return ToolOutcome(content=f"Error: {path_text}: {reason}", ok=False)
+    def _glob(self, pattern: str, path: str) -> ToolOutcome:
+        return ToolOutcome(content=files.glob(self.root, self.confine(path), pattern), ok=True)
+
+    def _grep(self, pattern: str, path: str, glob: str, ignore_case: bool, limit: int) -> ToolOutcome:
+        return ToolOutcome(content=files.grep(self.root, self.confine(path), pattern, glob, ignore_case, limit), ok=True)
+
+    # -- write, edit -------------------------------------------------------------------
+
+    def _write(self, path: str, content: str) -> ToolOutcome:
+        encoded = _encode(path, content)
+        return self._change(path, lambda before: encoded, "writing", f"wrote {len(encoded)} bytes to {path}")
+
+    def _edit(self, path: str, old_text: str, new_text: str) -> ToolOutcome:
+        if not old_text or old_text == new_text:
+            raise Refusal("old_text is empty" if not old_text else "old_text and new_text are the same: nothing to change")
+
+        def replace(before: ExistingFile | None) -> bytes:
+            if before is None or before.text is None:
+                why = "no such file" if before is None else before.no_diff_reason
+                raise Refusal(f"{path}: {why}; edit changes an existing UTF-8 text file")
+            found = len(re.findall(f"(?={re.escape(old_text)})", before.text))
+            if found != 1:
+                where = "was not found" if found == 0 else f"occurs {found} times"
+                raise Refusal(f"{path}: old_text {where}; it must occur exactly once (nothing was changed)")
+            return _encode(path, before.text.replace(old_text, new_text, 1))
+
+        return self._change(path, replace, "editing", f"edited {path}: replaced 1 occurrence")
+
+    def _change(self, path_text: str, make: Callable[[ExistingFile | None], bytes], verb: str, done: str) -> ToolOutcome:
+        """Replace the file at ``path_text`` with what ``make`` makes of it, once the change is approved."""
         path = self.confine(path_text)
         self._refuse_protected(path, path_text)
         before = _existing_content(path, path_text)
+        encoded = make(before)
         decision = self._decide(propose_write(path_text, before, encoded))
         if not decision.approved:
-            return ToolOutcome(content=f"Error: writing {path_text} was not approved: {decision.reason}", ok=False)
+            return ToolOutcome(content=f"Error: {verb} {path_text} was not approved: {decision.reason}", ok=False)
         self._write_bytes(path, path_text, encoded, exists=before is not None)
-        return ToolOutcome(content=f"wrote {len(encoded)} bytes to {path_text} ({decision.reason})", ok=True)
+        return ToolOutcome(content=f"{done} ({decision.reason})", ok=True)
 
     def _decide(self, proposal: WriteProposal) -> ApprovalDecision:
         if self.allow_write:
@@ -217,7 +243,7 @@ class ToolBox:
         # The directories just made, or swapped in since confine(), must still lie inside.
         self.confine(os.path.relpath(path.parent, self.root))
         if exists:
-            fd = _open_regular(path, path_text, os.O_WRONLY)
+            fd = open_regular(path, path_text, os.O_WRONLY)
             os.ftruncate(fd, 0)
         else:
             # O_EXCL: a file that appeared while the user was deciding is not silently replaced.
@@ -260,7 +286,14 @@ class ToolBox:
         return ToolOutcome(content=f"{header}\n{text}\n[exit status {process.returncode}]", ok=process.returncode == 0)
 
 
-# -- opening files safely ---------------------------------------------------------------
+# -- the file a change replaces ---------------------------------------------------------------
+
+
+def _encode(path_text: str, content: str) -> bytes:
+    try:
+        return content.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise Refusal(f"{path_text}: the content is not valid Unicode text ({error.reason} at {error.start})") from None
 
 
 class ExistingFile(msgspec.Struct, frozen=True):
@@ -271,60 +304,17 @@ class ExistingFile(msgspec.Struct, frozen=True):
     no_diff_reason: str | None = None
 
 
-def _file_kind(mode: int) -> str | None:
-    """What a non-regular file is, in words; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISLNK, "a symbolic link"),
-    )
-    return next((word for test, word in kinds if test(mode)), "not a regular file")
-
-
-def _require_regular(mode: int, path_text: str) -> None:
-    kind = _file_kind(mode)
-    if kind is not None:
-        raise Refusal(f"{path_text}: is {kind}, not a regular file")
-
-
-def _open_regular(path: Path, path_text: str, access: int) -> int:
-    """A descriptor for the regular file at ``path``, opened without ever blocking on anything else."""
-    _require_regular(os.lstat(path).st_mode, path_text)
-    fd = os.open(path, access | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        # Checked again on the descriptor: the path may have been swapped since lstat.
-        _require_regular(os.fstat(fd).st_mode, path_text)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _read_regular(path: Path, path_text: str) -> bytes:
-    fd = _open_regular(path, path_text, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as file:
-        data = file.read(READ_LIMIT + 1)
-    if len(data) > READ_LIMIT:
-        raise Refusal(f"{path_text}: larger than {READ_LIMIT // 1024} KiB")
-    return data
-
-
 def _existing_content(path: Path, path_text: str) -> ExistingFile | None:
     """The file a write would replace (None when there is none); refuses anything but a regular file."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
         return None
-    _require_regular(info.st_mode, path_text)
+    require_regular(info.st_mode, path_text)
     if info.st_size > DIFF_INPUT_LIMIT:
         too_large = f"the file is larger than {DIFF_INPUT_LIMIT // 1024} KiB"
         return ExistingFile(size=info.st_size, text=None, no_diff_reason=too_large)
-    data = _read_regular(path, path_text)
+    data = read_regular(path, path_text, READ_LIMIT)
     try:
         return ExistingFile(size=len(data), text=data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -352,16 +342,10 @@ def propose_write(path_text: str, before: ExistingFile | None, encoded: bytes) -
 def unified_diff(old_lines: list[str], new_lines: list[str], old_name: str, new_name: str) -> str:
     """A unified diff cut to DIFF_LINE_LIMIT lines of at most DIFF_WIDTH_LIMIT characters."""
     lines = [line.removesuffix("\n") for line in difflib.unified_diff(old_lines, new_lines, old_name, new_name)]
-    shown = [_cut(line) for line in lines[:DIFF_LINE_LIMIT]]
+    shown = [cut(line, DIFF_WIDTH_LIMIT) for line in lines[:DIFF_LINE_LIMIT]]
     if len(lines) > DIFF_LINE_LIMIT:
         shown.append(f"[diff truncated: {len(lines) - DIFF_LINE_LIMIT} more lines]")
     return "\n".join(shown)
-
-
-def _cut(line: str) -> str:
-    if len(line) <= DIFF_WIDTH_LIMIT:
-        return line
-    return f"{line[:DIFF_WIDTH_LIMIT]} [line cut: {len(line) - DIFF_WIDTH_LIMIT} more characters]"
 
 
 # -- asking at the terminal --------------------------------------------------------------

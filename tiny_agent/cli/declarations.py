@@ -99,7 +99,7 @@ class Drive(msgspec.Struct, frozen=True):
     api: Annotated[str | None, Opt("--api API", "For --provider custom: chat, anthropic or responses.")] = None
     system: Annotated[str | None, Opt("--system FILE", "A file holding the system prompt.")] = None
     allow_bash: Annotated[bool, Opt("--allow-bash", "Offer the bash tool (sandboxed with bubblewrap when available).")] = False
-    allow_write: Annotated[bool, Opt("--allow-write", "Let the write tool change files without asking.")] = False
+    allow_write: Annotated[bool, Opt("--allow-write", "Let write and edit change files without asking.")] = False
     stream: Annotated[
         bool | None, Opt("--stream/--no-stream", "Stream the answer (default: where the provider supports it).")
     ] = None

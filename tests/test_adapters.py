@@ -145,7 +145,12 @@ def test_which_profile_needs_which_adapters():
     table = profile_table()
     assert table["azure"].adapters == ("absent-content-is-null",)
     assert table["groq"].adapters == ("absent-content-is-null",)
-    assert table["mistral"].adapters == ("absent-content-is-null", "missing-call-type-is-function", "content-parts-to-text")
+    assert table["mistral"].adapters == (
+        "absent-content-is-null",
+        "missing-call-type-is-function",
+        "content-parts-to-text",
+        "missing-role-is-assistant",
+    )
     assert table["vllm"].adapters == ("empty-tool-calls-is-none",)
     assert table["llamacpp"].adapters == ("object-arguments-to-json",)
     for name in ("openai", "openrouter", "deepseek", "ollama", "lmstudio", "custom", "anthropic", "openai-responses"):
@@ -318,10 +323,16 @@ def test_an_identity_names_the_adapters_with_their_versions_in_order():
     identity = adapter_identity("chat", names)
     assert identity == (
         "chat-completions:v1+absent-content-is-null@1,missing-call-type-is-function@1,content-parts-to-text@1"
+        ",missing-role-is-assistant@1"
     )
     assert parse_adapter_identity(identity) == AdapterIdentity(
         api="chat",
-        adapters=("absent-content-is-null@1", "missing-call-type-is-function@1", "content-parts-to-text@1"),
+        adapters=(
+            "absent-content-is-null@1",
+            "missing-call-type-is-function@1",
+            "content-parts-to-text@1",
+            "missing-role-is-assistant@1",
+        ),
         recognised=True,
     )
 

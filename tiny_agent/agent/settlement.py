@@ -17,6 +17,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import msgspec
@@ -74,17 +75,19 @@ def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
     def derived(outcome: Outcome, changes: list[Change] | None = None) -> Derivation:
         return Derivation(identity.api, identity.adapters, identity.recognised, outcome, stream, changes or [])
 
-    if raw.body is UNSET:
-        return derived(api.rejected("the response body is not UTF-8 text"))
-    if looks_like_sse(raw.body):
-        reassembly = api.reassemble(raw.body)
+    body = raw.body if raw.body is not UNSET else base64.b64decode(raw.bodyBase64 or "")
+    if looks_like_sse(body):
+        # Only a stream's bytes up to [DONE] need be UTF-8: a stream kept in base64 may still stand.
+        reassembly = api.reassemble(body)
         stream = StreamFacts(reassembly.event_count, reassembly.byte_size, reassembly.not_carried, reassembly.problem)
         if reassembly.problem is not None:
             return derived(api.rejected(reassembly.problem, reassembly.body))
         value: Any = reassembly.body
+    elif isinstance(body, bytes):
+        return derived(api.rejected("the response body is not UTF-8 text"))
     else:
         try:
-            value = decode_body(raw.body)
+            value = decode_body(body)
         except Reject as rejection:
             return derived(api.rejected(rejection.reason))
     if api.adapt is None:
@@ -111,11 +114,12 @@ def settlement(raw: RawResponse, adapter_identity: str) -> Settlement:
 
 def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
     outcome = derivation.outcome
-    if raw.body is UNSET:
+    if raw.body is UNSET and (derivation.stream is None or derivation.stream.problem is not None):
         return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
     if not 200 <= raw.status < 300:
-        code = CONTEXT_LENGTH_EXCEEDED if is_context_length_error(raw.status, raw.body) else "http_error"
-        return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {_error_detail(raw.body, outcome)}"))
+        text = "" if raw.body is UNSET else raw.body
+        code = CONTEXT_LENGTH_EXCEEDED if is_context_length_error(raw.status, text) else "http_error"
+        return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {_error_detail(text, outcome)}"))
     if raw.incomplete is not UNSET:
         return Settlement(usage=outcome.usage, failure=("incomplete_response", f"the response ended early: {raw.incomplete}"))
     if not isinstance(outcome, Accepted):

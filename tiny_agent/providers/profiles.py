@@ -141,7 +141,12 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         "https://api.mistral.ai/v1",
         "MISTRAL_API_KEY",
         "https://api.mistral.ai",
-        adapters=("absent-content-is-null", "missing-call-type-is-function", "content-parts-to-text"),
+        adapters=(
+            "absent-content-is-null",
+            "missing-call-type-is-function",
+            "content-parts-to-text",
+            "missing-role-is-assistant",
+        ),
         # Mistral refuses unknown request members and sends usage in the last chunk unasked.
         stream_usage=False,
     ),

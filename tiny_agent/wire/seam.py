@@ -21,7 +21,7 @@ from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER, LineDecoder, Profi
 from tiny_agent.journal.tools import ToolSpec
 from tiny_agent.journal.transcript import AssistantMessage, Message, StopReason, ToolCall, Usage
 from tiny_agent.wire.request import RequestOptions, WireRequest
-from tiny_agent.wire.sse import parse_events
+from tiny_agent.wire.sse import DONE, stream_events
 
 MISSING: Final = object()
 """Stands for a member that is absent (``container.get(key, MISSING)``), as opposed to ``null``."""
@@ -350,16 +350,6 @@ def _walk(value: Any, kept: Any, path: str, out: list[str]) -> None:
                 out.append(child)
 
 
-def stream_text(stream: bytes | str) -> tuple[str, int] | str:
-    """The stream as text and its size in bytes, or the reason it is not text."""
-    if isinstance(stream, str):
-        return stream, len(stream.encode("utf-8", "surrogatepass"))
-    try:
-        return stream.decode("utf-8"), len(stream)
-    except UnicodeDecodeError as error:
-        return f"stream is not UTF-8 text (byte {error.start})"
-
-
 class EventGrammar(Protocol):
     """One API's event grammar, fed one event at a time; the first broken rule raises :class:`Reject`."""
 
@@ -376,13 +366,17 @@ class EventGrammar(Protocol):
         ...
 
 
-def reassemble_events(stream: bytes | str, grammar: EventGrammar) -> Reassembly:
-    """An event stream whose events are typed JSON objects (Anthropic, Responses), read by ``grammar``."""
-    text = stream_text(stream)
-    if isinstance(text, str):
-        return Reassembly(body=None, problem=text, event_count=0, byte_size=len(stream), not_carried=[])
-    source, size = text
-    events = parse_events(source)
+def reassemble_with(grammar: EventGrammar, stream: bytes | str) -> Reassembly:
+    """An event stream whose events are typed JSON objects (Anthropic, Responses), read by ``grammar``.
+
+    A final ``data: [DONE]`` (which OpenRouter sends) ends the stream and is not one of its events.
+    """
+    framed = stream_events(stream)
+    if isinstance(framed, str):
+        return Reassembly(body=None, problem=framed, event_count=0, byte_size=len(stream), not_carried=[])
+    events, size = framed
+    if events and events[-1].data == DONE:
+        events.pop()
     try:
         for index, event in enumerate(events):
             where = f"events[{index}]"

@@ -3,7 +3,8 @@
 :class:`SseDecoder` frames bytes as they arrive, in any split (the live view); :func:`parse_events`
 frames a whole body and yields exactly the same events (the journal keeps the bytes, and the pure
 reassembly re-frames them).  ``event:`` is kept, ``id:``, ``retry:`` and comments are ignored; an
-event without ``data:``, or that the body does not finish with a blank line, is no event.
+event without ``data:``, or that the body does not finish with a blank line, is no event.  For every
+API, ``data: [DONE]`` is the stream's last event: nothing after it is read.
 
 Pure: no I/O.
 """
@@ -16,6 +17,9 @@ from typing import Final
 import msgspec
 
 _BOM: Final = "\ufeff"
+
+DONE: Final = "[DONE]"
+"""The data of the event that ends a stream (Chat Completions; OpenRouter sends it after Responses streams too)."""
 
 
 class SseEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -43,12 +47,16 @@ class SseDecoder:
         in small chunks must not be copied again with every chunk."""
         self._started = False
         """Whether the first character has been seen (a byte order mark there is dropped)."""
+        self.done = False
+        """Whether ``data: [DONE]`` has been framed (what follows it is not read)."""
 
     def feed(self, data: bytes) -> list[SseEvent]:
         return self.text(self._utf8.decode(data))
 
     def text(self, text: str) -> list[SseEvent]:
         """Frame decoded text (``feed`` decodes bytes into it)."""
+        if self.done:
+            return []
         if not self._started and text:
             self._started = True
             if text.startswith(_BOM):
@@ -72,7 +80,8 @@ class SseDecoder:
         self._pending = [rest] if rest else []
         events: list[SseEvent] = []
         for line in lines:
-            self._line(line, events)
+            if self._line(line, events):
+                break
         return events
 
     def close(self) -> list[SseEvent]:
@@ -80,19 +89,21 @@ class SseDecoder:
         events = self.text(self._utf8.decode(b"", final=True))
         pending = "".join(self._pending)
         self._pending = []
-        if pending.endswith("\r"):
+        if pending.endswith("\r") and not self.done:
             self._line(pending[:-1], events)
         return events
 
-    def _line(self, line: str, events: list[SseEvent]) -> None:
+    def _line(self, line: str, events: list[SseEvent]) -> bool:
+        """Take one line (without its end); True once it completed ``data: [DONE]``."""
         if not line:
             if self._data:
                 events.append(SseEvent(data="\n".join(self._data), event=self._event or None))
+                self.done = events[-1].data == DONE
             self._data = []
             self._event = None
-            return
+            return self.done
         if line.startswith(":"):
-            return
+            return False
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
@@ -100,22 +111,40 @@ class SseDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value
+        return False
 
 
 def parse_events(text: str) -> list[SseEvent]:
-    """Every complete event of a whole body, in order."""
+    """Every complete event of a whole body, in order, up to and including ``data: [DONE]``."""
     decoder = SseDecoder()
     return decoder.text(text) + decoder.close()
+
+
+def stream_events(stream: bytes | str) -> tuple[list[SseEvent], int] | str:
+    """A whole body's events (as :func:`parse_events`) and its size in bytes; or why it is not text.
+
+    Only the bytes up to ``[DONE]`` need be UTF-8: what follows is not read.
+    """
+    if isinstance(stream, str):
+        return parse_events(stream), len(stream.encode("utf-8", "surrogatepass"))
+    try:
+        return parse_events(stream.decode("utf-8")), len(stream)
+    except UnicodeDecodeError as error:
+        events = parse_events(stream[: error.start].decode("utf-8"))
+        if events and events[-1].data == DONE:
+            return events, len(stream)
+        return f"stream is not UTF-8 text (byte {error.start})"
 
 
 _SSE_FIELDS: Final = ("data:", "event:", "id:", "retry:", ":")
 
 
-def looks_like_sse(body: str) -> bool:
+def looks_like_sse(body: str | bytes) -> bool:
     """Whether a body is an event stream, judged by its content (not its content type).
 
     A JSON body starts with ``{`` or ``[`` (after whitespace); an event stream's
     first non-blank line is a field or a comment.
     """
-    stripped = body.lstrip("\ufeff \t\r\n")
+    text = body if isinstance(body, str) else body.decode("utf-8", "replace")
+    stripped = text.lstrip("\ufeff \t\r\n")
     return stripped.startswith(_SSE_FIELDS)

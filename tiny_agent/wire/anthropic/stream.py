@@ -19,7 +19,7 @@ from tiny_agent.wire.seam import (
     describe,
     error_text,
     parse_json,
-    reassemble_events,
+    reassemble_with,
     require_object,
     short,
     unkept_paths,
@@ -200,4 +200,4 @@ def _merged_usage(start: Any, delta: dict[str, Any]) -> dict[str, Any]:
 
 def reassemble_anthropic_stream(stream: bytes | str) -> Reassembly:
     """A Messages event stream as the one body the API would have sent whole."""
-    return reassemble_events(stream, _Reassembler())
+    return reassemble_with(_Reassembler(), stream)

@@ -132,6 +132,13 @@ def _call_with_text_arguments(call: Any) -> CallRewrite | None:
     return {**call, "function": function}, "function.arguments", "replaced", "an object became its compact JSON text"
 
 
+@_adapter("missing-role-is-assistant", 1, 'a message without role gets role: "assistant" (Mistral streams send none)')
+def _missing_role_is_assistant(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    if "role" in message:
+        return message, []
+    return {"role": "assistant", **message}, [Change(ref, f"{where}.role", "added", 'no role member; added role: "assistant"')]
+
+
 def _rewrite_calls(message: dict[str, Any], where: str, ref: str, rewrite: CallRewriter) -> tuple[dict[str, Any], list[Change]]:
     calls = message.get("tool_calls")
     if type(calls) is not list:

@@ -16,11 +16,8 @@ from typing import Any, Final
 import msgspec
 
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.wire.seam import MISSING, Reassembly, Reject, describe, error_text, kind, short, stream_text
-from tiny_agent.wire.sse import SseEvent, parse_events
-
-DONE: Final = "[DONE]"
-"""The data of the event that ends a Chat Completions stream."""
+from tiny_agent.wire.seam import MISSING, Reassembly, Reject, describe, error_text, kind, short
+from tiny_agent.wire.sse import DONE, SseEvent, parse_events, stream_events
 
 _KEEP_FIRST: Final = frozenset(("index", "type"))
 """Delta members that are identifiers, not text: they keep their first value."""
@@ -75,10 +72,10 @@ def reassemble_events(events: Iterable[SseEvent], size: int) -> StreamOutcome:
 
 def reassembly(stream: bytes | str) -> Reassembly:
     """The stream as every API's :class:`Reassembly` (a rejection keeps only the usage that arrived)."""
-    text = stream_text(stream)
-    if isinstance(text, str):
-        return Reassembly(body=None, problem=text, event_count=0, byte_size=len(stream), not_carried=[])
-    outcome = reassemble(text[0])
+    framed = stream_events(stream)
+    if isinstance(framed, str):
+        return Reassembly(body=None, problem=framed, event_count=0, byte_size=len(stream), not_carried=[])
+    outcome = reassemble_events(*framed)
     if isinstance(outcome, StreamRejected):
         paid = None if outcome.usage is None else {"usage": outcome.usage}
         return Reassembly(body=paid, problem=outcome.reason, event_count=outcome.chunks, byte_size=outcome.bytes, not_carried=[])

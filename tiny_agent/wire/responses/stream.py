@@ -13,7 +13,7 @@ from tiny_agent.wire.seam import (
     Reject,
     describe,
     error_text,
-    reassemble_events,
+    reassemble_with,
     require_object,
     unkept_paths,
 )
@@ -69,4 +69,4 @@ class _Terminal:
 
 def reassemble_responses_stream(stream: bytes | str) -> Reassembly:
     """A Responses event stream as the one body its terminal event carries."""
-    return reassemble_events(stream, _Terminal())
+    return reassemble_with(_Terminal(), stream)

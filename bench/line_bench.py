@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from builders import header  # noqa: E402
+from fake_provider import FakeProvider, FakeReply  # noqa: E402
 
 from tiny_agent.agent.configuration import Configuration  # noqa: E402
 from tiny_agent.agent.loop import Driver, Policy, Runtime  # noqa: E402
 from tiny_agent.agent.tools.toolbox import ToolBox  # noqa: E402
 from tiny_agent.errors import CorruptionError  # noqa: E402
 from tiny_agent.oversight.audit import audit  # noqa: E402
-from tiny_agent.providers.http import FakeProvider, FakeReply  # noqa: E402
 from tiny_agent.stores.journal import JournalWriter, find_raw, raw_facts, read_journal  # noqa: E402
 
 

@@ -11,8 +11,9 @@ from and returns facts ready for ``JournalWriter.commit``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+import msgspec
 from msgspec import UNSET
 
 from tiny_agent.agent.compaction import Cut
@@ -47,6 +48,7 @@ from tiny_agent.journal.facts import (
     UserEntry,
 )
 from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
 from tiny_agent.journal.state import (
     AppliedEntry,
     CompactionOperation,
@@ -68,6 +70,9 @@ from tiny_agent.journal.transcript import (
     Usage,
     UserMessage,
 )
+
+USAGE_OVERFLOW: Final = "usage_overflow"
+"""The step failure code for usage the session's totals cannot take."""
 
 
 def _open_operation(state: SessionState) -> RunOperation | CompactionOperation:
@@ -152,8 +157,28 @@ def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason
     ]
 
 
+def usage_overflow(state: SessionState, usage: Usage) -> str | None:
+    """Why ``usage`` cannot be added to the session's totals (one would pass the largest count a journal
+    holds, and the fold would refuse the fact), or None.  A provider's report must not wedge a session."""
+    totals = state.usage
+    for field in msgspec.structs.fields(Usage):
+        added, total = getattr(usage, field.name), getattr(totals, field.name)
+        if total + added > MAX_SAFE_INTEGER:
+            return (
+                f"the provider reported usage.{field.encode_name} {added}, which would take the session's total "
+                f"({total}) past {MAX_SAFE_INTEGER}, the largest count a journal holds: not counted"
+            )
+    return None
+
+
 def fail_step(state: SessionState, code: str, message: str, usage: Usage | None) -> list[Fact]:
-    """``[stepFailed, usage?]``: the attempt ended without an answer the transcript can take."""
+    """``[stepFailed, usage?]``: the attempt ended without an answer the transcript can take.
+
+    Usage the session's totals cannot take fails the step as ``usage_overflow`` instead, without it.
+    """
+    overflow = None if usage is None else usage_overflow(state, usage)
+    if overflow is not None:
+        code, message, usage = USAGE_OVERFLOW, overflow, None
     step = _step(state)
     facts: list[Fact] = [
         RecordFact(
@@ -173,8 +198,8 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
 
 def settle(state: SessionState, decided: Settlement) -> tuple[list[Fact], str]:
     """The transaction that settles the open attempt as ``decided``, and its failpoint label."""
-    if decided.failure is not None:
-        code, reason = decided.failure
+    if decided.failure is not None or usage_overflow(state, decided.usage) is not None:
+        code, reason = decided.failure or (USAGE_OVERFLOW, "")
         return fail_step(state, code, reason, decided.usage), "step-failed"
     if decided.message is None or decided.stop_reason is None:
         raise ValueError("a settlement without a failure carries a message and a stop reason")
@@ -348,6 +373,8 @@ def settle_compaction(state: SessionState, summary: str, usage: Usage) -> list[F
     cut = state.pendingCut
     if not isinstance(operation, CompactionOperation) or cut is None:
         raise ValueError("no compaction is open")
+    if usage_overflow(state, usage) is not None:
+        return fail_step(state, USAGE_OVERFLOW, "", usage)
     step = _step(state)
     retained = [RetainedMessage(sourceEntryId=entry_id, message=_message_of(state, entry_id)) for entry_id in cut.retained]
     return [

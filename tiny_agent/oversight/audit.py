@@ -25,6 +25,7 @@ from msgspec import UNSET
 from tiny_agent.agent.compaction import estimate_tokens
 from tiny_agent.agent.recovery import RETRYABLE_STATUSES
 from tiny_agent.agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived, summary_settlement
+from tiny_agent.agent.transactions import USAGE_OVERFLOW
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.canonical import canonical_json
 from tiny_agent.journal.facts import (
@@ -413,6 +414,9 @@ def _finish_attempt(
         retryable = raw.raw.status in RETRYABLE_STATUSES
         why = "asks to try again later" if retryable else "is not one that asks to try again (a retry it did not need)"
         attempt.notes.append(f"retried: HTTP {raw.raw.status} {why}")
+        return
+    if attempt.failure is not None and attempt.failure.startswith(USAGE_OVERFLOW + ":"):
+        attempt.notes.append("failed: the usage it reported would have taken the session's totals past what a journal holds")
         return
     if not derivation.recognised:
         identity = attempt.adapterIdentity

@@ -36,9 +36,9 @@ import psycopg  # noqa: E402
 from append_bench import one_run  # noqa: E402
 from builders import Clock, RunWriter  # noqa: E402
 
-from tiny_agent.stores.base import FileStore  # noqa: E402
-from tiny_agent.stores.catalog import list_sessions  # noqa: E402
-from tiny_agent.stores.files import file_chunks  # noqa: E402
+from tiny_agent.stores.files.catalog import list_sessions  # noqa: E402
+from tiny_agent.stores.files.disk import file_chunks  # noqa: E402
+from tiny_agent.stores.files.store import FileStore  # noqa: E402
 from tiny_agent.stores.journal import JournalWriter, lines_of, reduce_source  # noqa: E402
 from tiny_agent.stores.postgres.store import PgStore  # noqa: E402
 
@@ -123,7 +123,7 @@ def listing(pg: PgStore, directory: Path, count: int, rounds: int) -> tuple[floa
     example = (ROOT / "sessions" / "examples" / "tool-run.jsonl").read_bytes()
     lines = [line for _, line in lines_of([example])]
     from tiny_agent.journal.ids import uuid7
-    from tiny_agent.stores.base import journal_name
+    from tiny_agent.stores.files.disk import journal_name
 
     directory.mkdir(mode=0o700, exist_ok=True)
     created = 1_787_371_200_000

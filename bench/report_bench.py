@@ -35,9 +35,10 @@ from sessions_bench import best, make_session  # noqa: E402
 
 from tiny_agent.journal.ids import uuid7  # noqa: E402
 from tiny_agent.oversight.report import build_report  # noqa: E402
-from tiny_agent.stores.base import journal_name  # noqa: E402
-from tiny_agent.stores.catalog import INDEX_NAME, report_entries, usage_buckets  # noqa: E402
+from tiny_agent.stores.files.catalog import INDEX_NAME, report_entries  # noqa: E402
+from tiny_agent.stores.files.disk import journal_name  # noqa: E402
 from tiny_agent.stores.journal import committed_lines, read_journal  # noqa: E402
+from tiny_agent.stores.listing import usage_buckets  # noqa: E402
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from builders import Clock, RunWriter, header  # noqa: E402
 
 from tiny_agent.journal.ids import uuid7  # noqa: E402
-from tiny_agent.stores.base import journal_name  # noqa: E402
-from tiny_agent.stores.catalog import INDEX_NAME, list_sessions  # noqa: E402
+from tiny_agent.stores.files.catalog import INDEX_NAME, list_sessions  # noqa: E402
+from tiny_agent.stores.files.disk import journal_name  # noqa: E402
 from tiny_agent.stores.journal import JournalWriter, read_journal  # noqa: E402
 
 

@@ -16,16 +16,9 @@ from lines import split
 from tiny_agent.fold.lines import reduce_bytes
 from tiny_agent.journal.facts import EntryFact, UserEntry
 from tiny_agent.journal.transcript import UserMessage
-from tiny_agent.stores.base import ensure_private_directory
-from tiny_agent.stores.journal import (
-    CommitRejected,
-    JournalWriter,
-    SessionLocked,
-    WriterPoisoned,
-    holder_pid,
-    is_locked,
-    read_journal,
-)
+from tiny_agent.stores.files.disk import SessionLocked, holder_pid, is_locked
+from tiny_agent.stores.files.store import ensure_private_directory
+from tiny_agent.stores.journal import CommitRejected, JournalWriter, WriterPoisoned, read_journal
 
 
 def test_new_journal_is_private_and_starts_with_a_v3_header(tmp_path):

@@ -29,7 +29,7 @@ from tiny_agent.journal.transcript import Usage, UserMessage
 from tiny_agent.loopback import LoopbackServer
 from tiny_agent.oversight.lineage import MIN_ENTRY_PREFIX, chain_through, find_fork_point, upgraded
 from tiny_agent.oversight.verify import verify
-from tiny_agent.stores.base import journal_name, session_id_of
+from tiny_agent.stores.files.disk import journal_name, session_id_of
 from tiny_agent.stores.journal import JournalWriter, committed_lines, read_journal
 
 CREATED = 1_787_371_200_000

@@ -15,7 +15,7 @@ from conftest import PROJECT_ROOT
 from lines import edit_line, reseal, split
 from test_replay_cli import call
 
-from tiny_agent.stores import catalog
+from tiny_agent.stores.files import catalog
 from tiny_agent.stores.journal import JournalWriter, raw_facts
 
 
@@ -351,7 +351,7 @@ def test_a_huge_raw_line_is_audited_in_one_read(tmp_path, monkeypatch) -> None:
     from line_bench import write_session
 
     from tiny_agent.oversight.audit import audit
-    from tiny_agent.stores import files as filestore
+    from tiny_agent.stores.files import disk as filestore
 
     path = write_session(tmp_path, 3)
     reads = []

@@ -27,7 +27,7 @@ from test_replay_cli import call as cli
 from tiny_agent.errors import CorruptionError
 from tiny_agent.fold import Fold
 from tiny_agent.stores import checkpoints
-from tiny_agent.stores.files import file_chunks
+from tiny_agent.stores.files.disk import file_chunks
 from tiny_agent.stores.journal import fold_chunks, lines_of, reduce_source
 from tiny_agent.stores.postgres import schema as pgschema
 from tiny_agent.stores.postgres.checkpoints import PgCheckpoints

@@ -23,8 +23,9 @@ from tiny_agent.errors import EXIT_TEMPFAIL, ConfigError, Misnamed
 from tiny_agent.journal.facts import EntryFact, UserEntry
 from tiny_agent.journal.ids import uuid7
 from tiny_agent.journal.transcript import UserMessage
-from tiny_agent.stores.base import FileStore, choose_store, shortest_handles
-from tiny_agent.stores.files import file_chunks
+from tiny_agent.stores.base import choose_store, shortest_handles
+from tiny_agent.stores.files.disk import file_chunks
+from tiny_agent.stores.files.store import FileStore
 from tiny_agent.stores.journal import WriterPoisoned, lines_of, reduce_source
 from tiny_agent.stores.postgres import schema as pgschema
 from tiny_agent.stores.postgres.store import PgStore, SessionHeld, StoreUnavailable

@@ -13,10 +13,11 @@ from conftest import PROJECT_ROOT, conformance_dir
 from test_view_support import make_story, tiny, workspace
 
 from tiny_agent.journal.transcript import Usage
-from tiny_agent.stores import catalog
-from tiny_agent.stores.base import journal_name
-from tiny_agent.stores.catalog import INDEX_NAME, INDEX_VERSION, Bucket, report_entries, usage_buckets
+from tiny_agent.stores.files import catalog
+from tiny_agent.stores.files.catalog import INDEX_NAME, INDEX_VERSION, report_entries
+from tiny_agent.stores.files.disk import journal_name
 from tiny_agent.stores.journal import JournalWriter, committed_lines, read_journal
+from tiny_agent.stores.listing import Bucket, usage_buckets
 
 DAY = 86_400_000
 MIDNIGHT = 1_787_356_800_000

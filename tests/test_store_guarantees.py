@@ -19,8 +19,8 @@ from tiny_agent.journal.facts import EntryFact, UserEntry
 from tiny_agent.journal.ids import uuid7
 from tiny_agent.journal.transcript import UserMessage
 from tiny_agent.oversight.verify import verify
-from tiny_agent.stores.base import FileStore, journal_name
-from tiny_agent.stores.files import file_chunks, lock_path, write_all
+from tiny_agent.stores.files.disk import file_chunks, journal_name, lock_path, write_all
+from tiny_agent.stores.files.store import FileStore
 from tiny_agent.stores.journal import JournalWriter, SessionMisnamed, fold_chunks, read_journal
 
 CREATED = 1_787_371_200_000

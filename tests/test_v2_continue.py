@@ -28,8 +28,8 @@ from tiny_agent.journal.state import IdleOperation, RunOperation
 from tiny_agent.journal.transcript import ToolMessage
 from tiny_agent.loopback import LoopbackServer
 from tiny_agent.oversight.verify import verify
-from tiny_agent.stores.base import journal_name
-from tiny_agent.stores.journal import JournalWriter, lock_path, raw_facts, read_journal
+from tiny_agent.stores.files.disk import journal_name, lock_path
+from tiny_agent.stores.journal import JournalWriter, raw_facts, read_journal
 
 CREATED = 1_787_371_200_000
 README = "# Example\n\nA project that prints hi.\n"

@@ -66,7 +66,7 @@ class Found:
 
     def checkpoints(self) -> Checkpoints | None:
         """The checkpoints of a journal file of the sessions directory; None for a database's session."""
-        from tiny_agent.stores.base import FileStore, sessions_dir
+        from tiny_agent.stores.files.store import FileStore, sessions_dir
 
         if self.session.path is None:
             return None

@@ -129,7 +129,7 @@ def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None
     """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected."""
     from tiny_agent.agent.loop import build_runtime
     from tiny_agent.agent.tools.toolbox import terminal_approver
-    from tiny_agent.stores.base import open_store
+    from tiny_agent.stores.files.store import open_store
 
     runtime = build_runtime(
         endpoint,

@@ -84,7 +84,7 @@ def export(args: Export) -> None:
 
 def _refuse_a_second_copy_in_the_store(files: Store, target: Path) -> None:
     """An export keeps the session's id: inside the sessions directory it would be a second journal of one session."""
-    from tiny_agent.stores.base import FileStore
+    from tiny_agent.stores.files.store import FileStore
 
     if not isinstance(files, FileStore):
         return

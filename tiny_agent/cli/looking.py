@@ -88,7 +88,7 @@ def _write_messages(state: SessionState) -> None:
 
 def _warn_if_misnamed(path: Path, state: SessionState) -> None:
     """A file named for another session than its header's is read all the same, and said so (writers refuse it)."""
-    from tiny_agent.stores.base import session_id_of
+    from tiny_agent.stores.files.disk import session_id_of
 
     named = session_id_of(path)
     if named is not None and named != state.header.id:
@@ -99,7 +99,8 @@ def _warn_if_misnamed(path: Path, state: SessionState) -> None:
 
 
 def print_human(state: SessionState, path: Path, *, full: bool = False) -> None:
-    from tiny_agent.stores.base import FileStore, Session
+    from tiny_agent.stores.base import Session
+    from tiny_agent.stores.files.store import FileStore
 
     print_found(state, Found(FileStore(path.parent), Session(id=path.stem, name=str(path), path=path)), full=full)
 
@@ -291,7 +292,9 @@ def view(args: View) -> None:
 
 def _handle(found: Found) -> str:
     """The session's handle when it lives in the store (handles are unique only among the store's sessions)."""
-    from tiny_agent.stores.base import FileStore, list_journals, session_id_of, shortest_handles
+    from tiny_agent.stores.base import shortest_handles
+    from tiny_agent.stores.files.disk import list_journals, session_id_of
+    from tiny_agent.stores.files.store import FileStore
 
     files, path = found.store, found.session.path
     if path is None:
@@ -304,14 +307,14 @@ def _handle(found: Found) -> str:
 
 def default_view_path(session_id: str) -> Path:
     """``$XDG_DATA_HOME/tiny-agent/views/<id>.html`` (``~/.local/share/...``): beside nothing of the user's."""
-    from tiny_agent.stores.base import default_sessions_dir
+    from tiny_agent.stores.files.store import default_sessions_dir
 
     return default_sessions_dir().parent / "views" / f"{session_id}.html"
 
 
 def write_page(target: Path, page: bytes, *, make_directory: bool = False) -> None:
     """Write a page 0600 (it holds session contents) through a staging file; the default directory is made 0700."""
-    from tiny_agent.stores.base import ensure_private_directory
+    from tiny_agent.stores.files.store import ensure_private_directory
 
     try:
         if make_directory:

@@ -88,7 +88,8 @@ def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> Jou
 
 def handle_of(writer: JournalWriter, store: Store) -> str:
     """The writer's session's handle in the store (a journal file outside it: among its own directory's journals)."""
-    from tiny_agent.stores.base import FileStore, shortest_handles, tail_of
+    from tiny_agent.stores.base import shortest_handles, tail_of
+    from tiny_agent.stores.files.store import FileStore
 
     session_id = writer.state.header.id
     if not isinstance(store, FileStore) and writer.path.suffix != ".jsonl":
@@ -103,7 +104,7 @@ def handle_of(writer: JournalWriter, store: Store) -> str:
 
 def refuse_if_held(found: Found) -> None:
     """LOCKED if a writer holds the session now (``resume --dry-run`` plans nothing for a session being written)."""
-    from tiny_agent.stores.journal import SessionLocked, holder_pid
+    from tiny_agent.stores.files.disk import SessionLocked, holder_pid
 
     holder = found.store.holder(found.session)
     if holder is None:

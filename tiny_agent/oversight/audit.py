@@ -46,7 +46,7 @@ from tiny_agent.journal.facts import (
     UserEntry,
 )
 from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, compaction_summary_message
-from tiny_agent.stores import files as filestore
+from tiny_agent.stores.files import disk as filestore
 from tiny_agent.stores.journal import CheckedFacts, collector_paused
 from tiny_agent.wire.seam import Accepted
 

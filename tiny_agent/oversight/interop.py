@@ -38,12 +38,12 @@ from tiny_agent.oversight.lineage import (
     scan_prefix,
     upgraded,
 )
-from tiny_agent.stores import files as filestore
-from tiny_agent.stores.base import FileStore, Session, SessionNotFound, Store, list_journals, session_id_of
-from tiny_agent.stores.catalog import upgrades_of
-from tiny_agent.stores.journal import WRITER_VERSION, SessionLocked, fold_chunks, holder_pid, is_locked, lines_of
-
-Durability = filestore.Durability
+from tiny_agent.stores.base import Session, SessionNotFound, Store
+from tiny_agent.stores.files import disk as filestore
+from tiny_agent.stores.files.catalog import upgrades_of
+from tiny_agent.stores.files.disk import SessionLocked, holder_pid, is_locked, list_journals, session_id_of
+from tiny_agent.stores.files.store import FileStore
+from tiny_agent.stores.journal import WRITER_VERSION, Durability, fold_chunks, lines_of
 
 PARENT_MISMATCH: Final = "PARENT_MISMATCH"
 ORIGIN_MISMATCH: Final = "ORIGIN_MISMATCH"
@@ -265,7 +265,7 @@ def refuse_unexportable(state: SessionState, name: str) -> None:
 def write_file(path: Path, chunks: Iterable[bytes]) -> None:
     """A new file holding ``chunks``, whole or not at all; an existing file is never overwritten."""
     try:
-        filestore.publish_file(path, chunks, "fsync", "export")
+        filestore.publish_file(path, chunks, True, "export")
     except FileExistsError:
         raise UsageError(f"{path} already exists; export never overwrites a file (remove it, or name another)") from None
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # types only: rendering never reads a journal itself
     from tiny_agent.journal.facts import CompactionEntry
     from tiny_agent.oversight.audit import AttemptAudit, AuditReport
     from tiny_agent.providers.selection import ProfileListing
-    from tiny_agent.stores.catalog import Listed
+    from tiny_agent.stores.listing import Listed
 
 _INDENT = "    "
 

@@ -24,7 +24,7 @@ from tiny_agent.oversight.cost import Cost, money, price, unpriced
 from tiny_agent.providers.userconfig import ModelSettings
 
 if TYPE_CHECKING:  # types only: the report never reads the index itself
-    from tiny_agent.stores.catalog import Bucket, ReportEntry
+    from tiny_agent.stores.listing import Bucket, ReportEntry
 
 Grouping = Literal["day", "model", "session"]
 

@@ -36,7 +36,9 @@ class Verdict(msgspec.Struct):
 
 def verify(path: Path, known_length: int | None = None) -> Verdict:
     """Check one journal file (see :func:`verify_in`); ``known_length`` is the length the sessions index last saw."""
-    from tiny_agent.stores.base import FileStore, Session, session_id_of
+    from tiny_agent.stores.base import Session
+    from tiny_agent.stores.files.disk import session_id_of
+    from tiny_agent.stores.files.store import FileStore
 
     session = Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
     return verify_in(FileStore(path.parent), session, known_length)
@@ -109,7 +111,7 @@ def _pid_in(holder: str | None) -> int | None:
 def _link_notes(store: Store, session: Session, state: SessionState, verdict: Verdict) -> list[str]:
     """A fork's parent and an upgrade's v2 file, checked when present (a mismatch fails the verdict); a misnamed file."""
     from tiny_agent.oversight.interop import check_links
-    from tiny_agent.stores.base import session_id_of
+    from tiny_agent.stores.files.disk import session_id_of
 
     notes = []
     named = session_id_of(session.path) if session.path is not None else session.id
@@ -125,7 +127,7 @@ def _link_notes(store: Store, session: Session, state: SessionState, verdict: Ve
 
 def verify_many(paths: list[Path], progress: Callable[[int, int], None] | None = None) -> list[Verdict]:
     """Verify several journal files, each against the length the sessions index last saw for it."""
-    from tiny_agent.stores.catalog import known_lengths
+    from tiny_agent.stores.files.catalog import known_lengths
 
     lengths: dict[Path, dict[str, int]] = {}
     verdicts = []

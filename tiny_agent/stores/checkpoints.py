@@ -52,7 +52,7 @@ import msgspec
 from tiny_agent.errors import UsageError
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.lines import reduce_chunks
-from tiny_agent.stores.files import CHUNK_SIZE, NotAJournal
+from tiny_agent.stores.files.disk import CHUNK_SIZE, open_regular
 from tiny_agent.stores.journal import collector_paused, fold_file
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class Checkpoints:
         where = self.path_for(journal)
         if where is None:
             return fold_file(journal)
-        fd = _open_journal(journal)
+        fd = open_regular(journal)
         try:
             return self._fold(journal, where, fd)
         finally:
@@ -136,7 +136,7 @@ class Checkpoints:
         where = self.path_for(journal)
         if where is None:
             return None
-        fd = _open_journal(journal)
+        fd = open_regular(journal)
         try:
             with collector_paused():
                 start = self._resume(journal, where, fd, os.fstat(fd).st_size)
@@ -360,18 +360,6 @@ def _chunks(fd: int, offset: int, prefix: PrefixDigest | None) -> Iterator[bytes
 
 
 # -- files ------------------------------------------------------------------------------------
-
-
-def _open_journal(path: Path) -> int:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotAJournal(f"{path}: not a regular file")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 @contextlib.contextmanager

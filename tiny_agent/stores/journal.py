@@ -1,17 +1,12 @@
-"""Journals: reading them, and the one writer that appends to a session.
+"""Journals: reading them, and the one writer that appends to a session, whatever store holds it.
 
-The reader folds a journal's bytes chunk by chunk (memory stays at the size
-of the reduced state, not the journal), whatever store holds them.  The
-writer appends one transaction per line, each checked by the same fold
-before its bytes leave the process, sealed (v3), and handed to the store's
-:class:`Appender` in one piece (one ``write`` and an fsync for the file
-store, one row for PostgreSQL).  Commits are serialized: one writer per
-session across processes (the store's lock), and one commit at a time across
-the threads of this process.
-
-``JournalWriter.create`` / ``JournalWriter.open`` and the path-based readers
-are the file store's conveniences; other stores build a writer from their own
-appender.
+The reader folds a journal's bytes chunk by chunk (memory stays at the size of
+the reduced state).  The writer appends one transaction per line, each checked
+by the same fold before its bytes leave the process, sealed (v3), and handed
+to the store's :class:`Appender` in one piece.  Commits are serialized: one
+writer per session across processes (the store's lock), one commit at a time
+across the threads of this process.  ``JournalWriter.create`` / ``.open`` and
+the path-based readers are the file store's conveniences.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -42,50 +37,29 @@ from tiny_agent.journal.facts import (
     encode_transaction,
 )
 from tiny_agent.journal.ids import now_ms, uuid7
-from tiny_agent.journal.state import SessionState
+from tiny_agent.journal.state import Header, SessionState
 from tiny_agent.stores import failpoints
-from tiny_agent.stores import files as filestore
-from tiny_agent.stores.files import (
-    Durability,
-    NotAJournal,
-    SessionLocked,
-    holder_pid,
-    is_locked,
-    lock_path,
-    torn_tail_path,
-)
+from tiny_agent.stores.files import disk
 
 WRITER_VERSION = 3
 
-__all__ = [
-    "WRITER_VERSION",
-    "Appender",
-    "CommitRejected",
-    "Durability",
-    "JournalError",
-    "JournalWriter",
-    "ModelCallRefused",
-    "NotAJournal",
-    "SessionLocked",
-    "SessionMisnamed",
-    "WriterPoisoned",
-    "collector_paused",
-    "committed_lines",
-    "facts",
-    "find_raw",
-    "fold_chunks",
-    "fold_file",
-    "holder_pid",
-    "is_locked",
-    "lock_path",
-    "raw_facts",
-    "read_journal",
-    "reduce_source",
-    "torn_tail_path",
-]
+Durability = Literal["fsync", "process"]
+"""``fsync``: a committed transaction survives power loss.  ``process``: it survives a crash of this
+process (the bytes are in the kernel, or the database server's), which is faster."""
 
-JournalError = NotAJournal
-"""A file that cannot be used as a journal (kept under its old name)."""
+
+def new_header(*, cwd: str, provider: str, model: str, environment_identity: str) -> HeaderLine:
+    """The header line of a session made now, in this writer's version, under a new time-ordered id."""
+    created = now_ms()
+    return HeaderLine(
+        version=WRITER_VERSION,
+        id=uuid7(created),
+        createdAt=created,
+        cwd=cwd,
+        provider=provider,
+        model=model,
+        environmentIdentity=environment_identity,
+    )
 
 
 class CommitRejected(TinyAgentError):
@@ -161,7 +135,7 @@ def fold_chunks(chunks: Iterable[bytes]) -> Fold:
 
 def fold_file(path: Path) -> Fold:
     """A live fold of every committed line of the journal file at ``path``."""
-    return fold_chunks(filestore.file_chunks(path))
+    return fold_chunks(disk.file_chunks(path))
 
 
 @contextmanager
@@ -205,6 +179,18 @@ def lines_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
             end = chunk.find(b"\n", start)
         if start < len(chunk):
             pieces.append(chunk[start:])
+
+
+def intact_header(chunks: Iterable[bytes]) -> Header | None:
+    """The journal's header when its first line is a valid one (a corrupt journal's listing shows it), else None."""
+    for _, line in lines_of(chunks):
+        fold = Fold()
+        try:
+            fold.apply_header(line)
+        except CorruptionError:
+            return None
+        return fold.state.header
+    return None
 
 
 def facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, list[Fact]]]:
@@ -288,23 +274,23 @@ def _raw_facts_in(line: bytes) -> Iterator[RawFact]:
 
 def read_journal(path: Path) -> SessionState:
     """Reduce the journal file at ``path``; raises CorruptionError, or OSError if it cannot be read."""
-    return reduce_source(filestore.file_chunks(path))
+    return reduce_source(disk.file_chunks(path))
 
 
 def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    return lines_of(filestore.file_chunks(path))
+    return lines_of(disk.file_chunks(path))
 
 
 def facts(path: Path) -> Iterator[tuple[int, list[Fact]]]:
-    return facts_of(filestore.file_chunks(path))
+    return facts_of(disk.file_chunks(path))
 
 
 def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
-    return raw_facts_of(filestore.file_chunks(path))
+    return raw_facts_of(disk.file_chunks(path))
 
 
 def find_raw(path: Path, raw_id: str) -> RawFact | None:
-    return find_raw_in(filestore.file_chunks(path), raw_id)
+    return find_raw_in(disk.file_chunks(path), raw_id)
 
 
 # --------------------------------------------------------------------------
@@ -350,7 +336,7 @@ class JournalWriter:
 
     def chunks(self) -> Iterable[bytes]:
         """The journal's committed bytes as its store holds them (what a writer reads back, e.g. a stored response)."""
-        return self._reader() if self._reader is not None else filestore.file_chunks(self.path)
+        return self._reader() if self._reader is not None else disk.file_chunks(self.path)
 
     def refuse_model_calls(self, why: str) -> None:
         """Refuse every transaction that starts a model attempt, saying ``why`` (a v2 journal cannot record responses)."""
@@ -371,9 +357,9 @@ class JournalWriter:
         line = encode_header(header)
         fold = Fold()
         fold.apply_header(line)
-        fd, lock = filestore.create_file(path, line + b"\n", durability)
-        writer = cls(filestore.FileAppender(path, fd, lock, durability), fold, clock, path)
-        writer._refold = lambda: fold_chunks(filestore.file_chunks(path))
+        fd, lock = disk.create_file(path, line + b"\n")
+        writer = cls(disk.FileAppender(path, fd, lock, durability == "fsync"), fold, clock, path)
+        writer._refold = lambda: fold_chunks(disk.file_chunks(path))
         return writer
 
     @classmethod
@@ -401,9 +387,9 @@ class JournalWriter:
         response would be paid for and lost.  Everything else (tool results,
         aborts, finishing a run) is appended to a v2 journal as v2 facts.
         """
-        filestore.check_journal_file(path)
-        fd, lock = filestore.open_for_append(path)
-        appender = filestore.FileAppender(path, fd, lock, durability)
+        disk.check_journal_file(path)
+        fd, lock = disk.open_for_append(path)
+        appender = disk.FileAppender(path, fd, lock, durability == "fsync")
         fold_journal = folder or fold_file
         try:
             fold = fold_journal(path)
@@ -414,8 +400,8 @@ class JournalWriter:
             if "raw" not in fold.profile.fact_kinds:
                 writer._attempts_refused = cannot_record_responses(path)
             writer._refold = lambda: fold_journal(path)
-            writer.repaired_tail = filestore.cut_torn_tail(path, fd, fold.committed_length, now_ms())
-            writer.tightened_mode = filestore.make_private(fd)
+            writer.repaired_tail = disk.cut_torn_tail(path, fd, fold.committed_length, now_ms())
+            writer.tightened_mode = disk.make_private(fd)
         except BaseException:
             appender.close()
             raise

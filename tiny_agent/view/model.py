@@ -236,7 +236,9 @@ def build_view(
     rows: int = ROW_ATTEMPTS,
 ) -> SessionView:
     """Read the journal at ``path`` (raises CorruptionError if the reducer refuses it, OSError if unreadable)."""
-    from tiny_agent.stores.base import FileStore, Session, session_id_of
+    from tiny_agent.stores.base import Session
+    from tiny_agent.stores.files.disk import session_id_of
+    from tiny_agent.stores.files.store import FileStore
 
     session = Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
     return build_view_of(FileStore(path.parent), session, handle=handle, prices=prices, full=full, rows=rows)

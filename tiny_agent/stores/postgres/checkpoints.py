@@ -51,8 +51,7 @@ from tiny_agent.stores.postgres.store import BATCH_ROWS, Connection, PgStore, re
 
 if TYPE_CHECKING:
     from tiny_agent.stores.base import Session
-    from tiny_agent.stores.files import Durability
-    from tiny_agent.stores.journal import JournalWriter
+    from tiny_agent.stores.journal import Durability, JournalWriter
 
 # tiny_agent.fold.snapshot is imported where a checkpoint is read or written, as in
 # tiny_agent.stores.checkpoints: a small session (no checkpoint) should not pay to load it.
@@ -118,7 +117,7 @@ class PgCheckpoints:
 
     def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
         """The session's one writer, its lines folded from the checkpoint under the writer's lock."""
-        return self.store.open_writer(session, durability, checkpoints=self)
+        return self.store.open_writer(session, durability, rows_folder=self.fold)
 
     def _fold(self, conn: Connection, session_id: str) -> Fold:
         size, stored = self._row(conn, session_id)

@@ -1,27 +1,9 @@
 """The PostgreSQL store's schema and statements, and the names it shows: pure (no driver, no I/O).
 
-Four tables in the connection's current schema (the first of its
-``search_path``), so one database can hold several stores side by side:
-
-- ``tiny_agent_lines``: one row per journal line, its exact bytes (without
-  the LF) keyed by ``(session_id, line)``; the header is line 1.  The key is
-  the optimistic-concurrency check: a second row for the same line cannot be
-  committed, so a lost race is an error, never an overwrite.
-- ``tiny_agent_sessions``: the index, one row per session, updated in the same
-  transaction as every line (status, model, tokens, cwd, first prompt, length
-  in lines and bytes, chain head, lineage), with the report's usage buckets
-  cached beside it.
-- ``tiny_agent_checkpoints``: a cache of the fold of a long session at a line
-  boundary (:mod:`tiny_agent.stores.postgres.checkpoints`), one row per session.  It is an
-  addition older tiny-agents ignore, and a checkpoint they do not renew stays
-  valid (it is keyed by the digest of the lines it folded, which are never
-  rewritten), so it does not change the version: tables of version 1 made
-  before it get it on first use (:data:`CREATE_CHECKPOINTS`).
-- ``tiny_agent_schema``: the schema's version, so an older tiny-agent never
-  writes to tables it does not know.
-
-Ids and tails use the ``C`` collation: prefix lookups (``LIKE 'abcd%'``) and
-the neighbour queries that make handles then use plain b-tree indexes.
+The tables (docs/service.md, *The schema*) live in the connection's current
+schema, so one database can hold several stores.  Ids and tails use the ``C``
+collation: prefix lookups and the neighbour queries that make handles are then
+plain b-tree lookups.
 """
 
 from __future__ import annotations
@@ -35,7 +17,10 @@ LOCK_NAMESPACE: Final = b"tiny-agent session writer\x00"
 SCHEMA_LOCK: Final = 0x7469_6E79_5F73_6368
 """The advisory lock (a transaction's) that serializes creating the tables: ``tiny_sch``."""
 
-URL_SCHEMES: Final = ("postgresql://", "postgres://")
+SCHEMA_STATE: Final = """SELECT current_schema(), to_regclass('tiny_agent_schema') IS NOT NULL,
+    to_regclass('tiny_agent_checkpoints') IS NOT NULL"""
+"""The schema the tables go in, whether they exist, and whether the checkpoint table (added later) does."""
+FIRST_VERSION: Final = "INSERT INTO tiny_agent_schema (version) SELECT %s WHERE NOT EXISTS (SELECT 1 FROM tiny_agent_schema)"
 
 CREATE_CHECKPOINTS: Final = """CREATE TABLE IF NOT EXISTS tiny_agent_checkpoints (
         session_id text COLLATE "C" PRIMARY KEY REFERENCES tiny_agent_sessions (id) ON DELETE CASCADE,
@@ -137,7 +122,6 @@ APPEND: Final = (
 
 INSERT_LINE: Final = "INSERT INTO tiny_agent_lines (session_id, line, bytes) VALUES (%s, %s, %s)"
 COPY_LINES: Final = "COPY tiny_agent_lines (session_id, line, bytes) FROM STDIN (FORMAT BINARY)"
-READ_LINES: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s ORDER BY line"
 READ_LINES_AFTER: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s AND line > %s ORDER BY line"
 READ_LINES_THROUGH: Final = "SELECT bytes FROM tiny_agent_lines WHERE session_id = %s AND line <= %s ORDER BY line"
 
@@ -149,10 +133,8 @@ HELD_LOCKS: Final = """
 """
 """Every session-level advisory lock held in this database, and who holds it (a few rows: one per live writer)."""
 
-NEIGHBOURS: Final = """
-    (SELECT max(n.tail) FROM tiny_agent_sessions n WHERE n.tail < s.tail) AS before,
-    (SELECT min(n.tail) FROM tiny_agent_sessions n WHERE n.tail > s.tail) AS after
-"""
+NEIGHBOURS: Final = """(SELECT max(n.tail) FROM tiny_agent_sessions n WHERE n.tail < s.tail),
+    (SELECT min(n.tail) FROM tiny_agent_sessions n WHERE n.tail > s.tail)"""
 """The tails either side of a session's in tail order: enough to know its shortest unique handle."""
 
 LISTED_COLUMNS: Final = (
@@ -160,9 +142,9 @@ LISTED_COLUMNS: Final = (
     "s.cache_read, s.cache_write, s.origin_path, s.origin_length, s.origin_sha256, s.parent_id, s.parent_line, "
     "s.parent_chain, s.bytes, s.lines"
 )
-LISTED: Final = f"SELECT {LISTED_COLUMNS}, {NEIGHBOURS} FROM tiny_agent_sessions s"
-"""A listing's rows: the summary columns, then the length, then the tails either side (for the handle)."""
-REPORTED: Final = f"SELECT {LISTED_COLUMNS}, {NEIGHBOURS}, s.buckets, s.buckets_lines FROM tiny_agent_sessions s"
+"""A listing's columns: the summary's, then the length in bytes and lines; :data:`NEIGHBOURS` follow them."""
+LINES: Final = 20
+NEIGHBOURS_AT: Final = 21
 
 
 def lock_key(schema: str, session_id: str) -> int:
@@ -191,10 +173,6 @@ def holder_words(application: str, backend: int) -> str:
     prefix = "tiny-agent "
     who = application[len(prefix) :] if application.startswith(prefix) else (application or "a client")
     return f"{who} (database backend {backend})"
-
-
-def is_store_url(text: str) -> bool:
-    return text.startswith(URL_SCHEMES)
 
 
 def safe_store_url(url: str) -> str:

@@ -1,27 +1,11 @@
-"""Sessions in PostgreSQL: the same journal, one row per line, for agents that run as a service.
+"""Sessions in PostgreSQL: the same journal, one row per line (docs/service.md says what each guarantee becomes).
 
-Chosen by a ``postgresql://`` store URL (``--store`` or ``$TINY_AGENT_STORE``);
-this module, and psycopg with it, is imported only then.  The schema and
-statements are :mod:`tiny_agent.stores.postgres.schema`.  What each part keeps of the file
-store's guarantees:
-
-- **Same bytes.** Each line is a row of its exact bytes (without the LF) keyed
-  by ``(session id, line number)``, the header line 1: reading a session's rows
-  in order, each followed by a LF, gives exactly the file the file store would
-  hold.  The writer, the fold and the planner are the file store's.
-- **One writer.** A writer holds ``pg_try_advisory_lock`` on a key derived from
-  the session id, on a connection of its own, for as long as it lives; the
-  lock goes with the connection, so a killed worker's session can be resumed
-  at once by any other.  A second writer is refused (LOCKED) with the
-  holder's pid and host, read from ``pg_locks`` and the holder's
-  ``application_name``.
-- **Whole lines.** A line and its index row are one statement, so one
-  transaction: it commits or it does not.  There is no torn tail to cut.  The
-  primary key makes a second line N impossible to commit: a lost race is an
-  error, never an overwrite.
-- **Durability.** ``fsync`` commits with the server's ``synchronous_commit``;
-  ``process`` turns it off for the writer's connection (a commit survives this
-  process and the server's, not a crash of the server's machine).
+Chosen by a ``postgresql://`` store URL; this module, and psycopg with it, is
+imported only then.  The schema and statements are
+:mod:`tiny_agent.stores.postgres.schema`.  The writer, the fold and the
+planner are the file store's; a line and its index row are one statement, the
+primary key refuses a second line N, and a writer holds a session-level
+advisory lock on a connection of its own for as long as it lives.
 """
 
 from __future__ import annotations
@@ -32,8 +16,9 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+import msgspec
 import psycopg
 from psycopg import errors as pg_errors
 
@@ -41,33 +26,32 @@ from tiny_agent.errors import ConfigError, Locked, Misnamed, TinyAgentError
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.facts import encode_header
 from tiny_agent.journal.ids import now_ms
-from tiny_agent.journal.links import Origin, Parent, lineage_words
+from tiny_agent.journal.links import Origin, Parent
+from tiny_agent.journal.transcript import Usage
 from tiny_agent.stores import failpoints
 from tiny_agent.stores.base import (
-    HANDLE_MAX,
-    HANDLE_MIN,
-    AmbiguousSession,
     ProgressCallback,
     Session,
     SessionNotFound,
-    file_session,
+    ambiguous,
+    check_reference,
+    handle_length,
     is_journal_path,
-    new_header,
+    shortest_handles,
     tail_of,
 )
-from tiny_agent.stores.catalog import Listed, ReportEntry, Summary, listed_row, summary_of, usage_buckets
-from tiny_agent.stores.files import CHUNK_SIZE, Durability
-from tiny_agent.stores.journal import JournalWriter, cannot_record_responses, lines_of
+from tiny_agent.stores.files.disk import CHUNK_SIZE, file_chunks, file_holder
+from tiny_agent.stores.files.store import file_session, file_writer
+from tiny_agent.stores.journal import Durability, JournalWriter, cannot_record_responses, fold_chunks, lines_of, new_header
+from tiny_agent.stores.listing import Bucket, Listed, ReportEntry, Summary, listed_row, summary_of, usage_buckets
 from tiny_agent.stores.postgres import schema as pgschema
-
-if TYPE_CHECKING:
-    from tiny_agent.journal.state import SessionState
-    from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
 
 BATCH_ROWS: Final = 2000
 """Rows a server-side cursor hands over per round trip when a session is read."""
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+RowsFolder = Callable[[str, Connection], Fold]
+"""Folds a session's rows on a writer's connection (from its checkpoint: :mod:`tiny_agent.stores.postgres.checkpoints`)."""
 
 
 class StoreUnavailable(TinyAgentError):
@@ -93,6 +77,11 @@ class PgStore:
         self._reader: Connection | None = None
         self._reading = 0
         self._schema: str | None = None
+
+    @classmethod
+    def from_location(cls, location: str, sessions_dir_flag: str | None) -> PgStore:
+        del sessions_dir_flag
+        return cls(location)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -121,24 +110,18 @@ class PgStore:
 
     def _check_schema(self, conn: Connection) -> str:
         try:
-            row = conn.execute(
-                "SELECT current_schema(), to_regclass('tiny_agent_schema') IS NOT NULL, "
-                "to_regclass('tiny_agent_checkpoints') IS NOT NULL"
-            ).fetchone()
+            row = conn.execute(pgschema.SCHEMA_STATE).fetchone()
             if row is None or row[0] is None:
                 raise ConfigError(f"{self.label}: the connection's search_path names no schema that exists; create it first")
-            schema, exists = str(row[0]), bool(row[1])
-            if exists and not row[2]:
-                add_checkpoint_table(conn)
-            if not exists:
-                with conn.transaction():
+            if not row[1] or not row[2]:
+                with conn.transaction():  # under a lock, so that two workers starting at once do not race
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
-                    for statement in pgschema.CREATE:
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO tiny_agent_schema (version) SELECT %s WHERE NOT EXISTS (SELECT 1 FROM tiny_agent_schema)",
-                        (pgschema.SCHEMA_VERSION,),
-                    )
+                    if row[1]:
+                        _add_checkpoint_table(conn)
+                    else:
+                        for statement in pgschema.CREATE:
+                            conn.execute(statement)
+                        conn.execute(pgschema.FIRST_VERSION, (pgschema.SCHEMA_VERSION,))
             found = conn.execute("SELECT max(version) FROM tiny_agent_schema").fetchone()
         except psycopg.Error as error:
             raise self.unavailable("cannot prepare the tables", error) from None
@@ -148,7 +131,7 @@ class PgStore:
                 f"{self.label}: its tables are schema version {version}, newer than this tiny-agent's "
                 f"{pgschema.SCHEMA_VERSION}; upgrade tiny-agent"
             )
-        return schema
+        return str(row[0])
 
     def reader(self) -> Connection:
         if self._reader is None or self._reader.closed:
@@ -156,7 +139,7 @@ class PgStore:
         return self._reader
 
     def query(self, statement: str, params: Iterable[object] | dict[str, object] = ()) -> list[tuple[Any, ...]]:
-        """Rows of one read-only statement on the store's reading connection."""
+        """Rows of one statement on the store's reading connection."""
         try:
             return self.reader().execute(statement, params).fetchall()  # type: ignore[arg-type]
         except psycopg.Error as error:
@@ -179,8 +162,7 @@ class PgStore:
         """A path is that journal file; otherwise a session id, a handle, or a unique prefix of an id, in the database."""
         if is_journal_path(reference):
             return file_session(reference)
-        if not reference or reference.strip("0123456789abcdef-") or reference.startswith("-"):
-            raise SessionNotFound(f"{reference!r} is neither a journal path, a session id nor a handle")
+        check_reference(reference)
         if self.query("SELECT 1 FROM tiny_agent_sessions WHERE id = %s", (reference,)):
             return self.session(reference)
         pattern = reference + "%"
@@ -190,28 +172,19 @@ class PgStore:
         if not found:
             raise SessionNotFound(f"no session {reference!r} in {self.label}")
         if len(found) > 1:
-            shown = ", ".join(self.handle(session_id, minimum=len(reference) + 1) for session_id in found[:4])
-            more = " and more" if len(found) > 4 else ""
-            raise AmbiguousSession(f"{reference!r} fits {len(found)}{more} sessions ({shown}); give more of it")
+            raise ambiguous(reference, found, more=len(found) > 4)
         return self.session(found[0])
 
     def session(self, session_id: str) -> Session:
         return Session(id=session_id, name=session_id)
 
-    def handle(self, session_id: str, minimum: int = HANDLE_MIN) -> str:
+    def handle(self, session_id: str) -> str:
         """The session's shortest unique handle in this store: from its neighbours in tail order (two index probes)."""
         tail = tail_of(session_id)
-        rows = self.query(
-            "SELECT (SELECT max(tail) FROM tiny_agent_sessions WHERE tail < %s), "
-            "(SELECT min(tail) FROM tiny_agent_sessions WHERE tail > %s)",
-            (tail, tail),
-        )
-        before, after = rows[0] if rows else (None, None)
-        return tail[: handle_length(tail, before, after, minimum)]
+        rows = self.query(f"SELECT {pgschema.NEIGHBOURS} FROM (SELECT %s AS tail) s", (tail,))
+        return tail[: handle_length(tail, *rows[0])]
 
     def handles(self) -> dict[str, str]:
-        from tiny_agent.stores.base import shortest_handles
-
         return shortest_handles([row[0] for row in self.query("SELECT id FROM tiny_agent_sessions")])
 
     def sessions(self) -> list[Session]:
@@ -223,8 +196,6 @@ class PgStore:
     def chunks(self, session: Session) -> Iterator[bytes]:
         """The journal's bytes, about a megabyte at a time, streamed from a server-side cursor (memory stays bounded)."""
         if session.path is not None:
-            from tiny_agent.stores.files import file_chunks
-
             yield from file_chunks(session.path)
             return
         busy = self._reading > 0
@@ -253,8 +224,6 @@ class PgStore:
     def holder(self, session: Session) -> str | None:
         """Who writes the session now, in words (``pid N on HOST (database backend M)``); None when nobody does."""
         if session.path is not None:
-            from tiny_agent.stores.base import file_holder
-
             return file_holder(session.path)
         return self.held_locks().get(pgschema.lock_parts(pgschema.lock_key(self.schema, session.id)))
 
@@ -267,46 +236,42 @@ class PgStore:
         self, *, cwd: str | None = None, limit: int | None = None, progress: ProgressCallback | None = None
     ) -> list[Listed]:
         """``sessions``: newest first from the index (only those made in ``cwd`` when given), handles and writers live."""
-        statement = pgschema.LISTED + (" WHERE s.cwd = %s" if cwd is not None else "")
-        statement += " ORDER BY s.created_at DESC, s.id DESC" + (" LIMIT %s" if limit is not None else "")
-        params = [value for value in (cwd, limit) if value is not None]
         held = self.held_locks()
-        rows = self.query(statement, params)
-        handles = {row[0]: tail_of(row[0])[: handle_length(tail_of(row[0]), row[-2], row[-1])] for row in rows}
-        listed = []
-        for row in rows:
-            summary = summary_from_row(row)
-            holder = held.get(pgschema.lock_parts(pgschema.lock_key(self.schema, summary.session))) if held else None
-            parent = summary.parent
-            words = lineage_words(summary.origin, parent, handles.get(parent.session) if parent is not None else None)
-            listed.append(listed_row(summary, handles[summary.session], summary.session, holder, words))
-        return listed
+        rows = self._indexed("", cwd, limit)
+        handles = {summary.session: handle for summary, handle, _ in rows}
+        return [
+            listed_row(summary, handle, summary.session, held.get(self._lock_parts(summary.session)) if held else None, handles)
+            for summary, handle, _ in rows
+        ]
 
     def report_entries(self, cwd: str | None = None, progress: ProgressCallback | None = None) -> list[ReportEntry]:
         """Every session's summary with its usage buckets, newest first; buckets older than the session are made again."""
-        statement = pgschema.REPORTED
-        statement += (" WHERE s.cwd = %s" if cwd is not None else "") + " ORDER BY s.created_at DESC, s.id DESC"
-        import msgspec
-
-        from tiny_agent.stores.catalog import Bucket
-
         entries = []
-        for row in self.query(statement, [cwd] if cwd is not None else []):
-            summary = summary_from_row(row[:-2])
-            buckets, buckets_lines = row[-2], row[-1]
-            lines = int(row[-5])
+        for summary, handle, row in self._indexed(", s.buckets, s.buckets_lines", cwd, None):
+            buckets, buckets_lines, lines = row[-2], row[-1], row[pgschema.LINES]
             if buckets is None or buckets_lines != lines:
                 summary.buckets = self._buckets(summary, lines)
             else:
                 summary.buckets = msgspec.json.decode(buckets, type=list[Bucket])
-            tail = tail_of(summary.session)
-            handle = tail[: handle_length(tail, row[-4], row[-3])]
             entries.append(ReportEntry(handle=handle, path=summary.session, summary=summary))
         return entries
 
-    def _buckets(self, summary: Summary, lines: int) -> list[Any]:
-        import msgspec
+    def _indexed(self, extra: str, cwd: str | None, limit: int | None) -> list[tuple[Summary, str, tuple[Any, ...]]]:
+        """Index rows newest first (made in ``cwd``, at most ``limit``): each one's summary, handle and columns."""
+        statement = f"SELECT {pgschema.LISTED_COLUMNS}, {pgschema.NEIGHBOURS}{extra} FROM tiny_agent_sessions s"
+        statement += (" WHERE s.cwd = %s" if cwd is not None else "") + " ORDER BY s.created_at DESC, s.id DESC"
+        statement += " LIMIT %s" if limit is not None else ""
+        found = []
+        for row in self.query(statement, [value for value in (cwd, limit) if value is not None]):
+            tail = tail_of(row[0])
+            before, after = row[pgschema.NEIGHBOURS_AT : pgschema.NEIGHBOURS_AT + 2]
+            found.append((summary_from_row(row), tail[: handle_length(tail, before, after)], row))
+        return found
 
+    def _lock_parts(self, session_id: str) -> tuple[int, int]:
+        return pgschema.lock_parts(pgschema.lock_key(self.schema, session_id))
+
+    def _buckets(self, summary: Summary, lines: int) -> list[Bucket]:
         counted = itertools.islice(lines_of(self.chunks(self.session(summary.session))), lines)
         buckets = usage_buckets(counted, summary.model or "")
         self.query(
@@ -318,13 +283,7 @@ class PgStore:
     # -- writing -------------------------------------------------------------------------------
 
     def create(
-        self,
-        *,
-        cwd: str,
-        provider: str,
-        model: str,
-        environment_identity: str,
-        durability: Durability = "fsync",
+        self, *, cwd: str, provider: str, model: str, environment_identity: str, durability: Durability = "fsync"
     ) -> JournalWriter:
         """A new session: its index row and header line committed together, its writer lock held."""
         header = new_header(cwd=cwd, provider=provider, model=model, environment_identity=environment_identity)
@@ -351,17 +310,15 @@ class PgStore:
         durability: Durability,
         folder: Callable[[Path], Fold] | None = None,
         *,
-        checkpoints: PgCheckpoints | None = None,
+        rows_folder: RowsFolder | None = None,
     ) -> JournalWriter:
-        """The session's one writer: its lock taken on a connection of its own, then its lines folded (from ``checkpoints``)."""
+        """The session's one writer: its lock taken on a connection of its own, then its rows folded (by ``rows_folder``)."""
         if session.path is not None:
-            from tiny_agent.stores.base import file_writer
-
             return file_writer(session.path, durability, folder)
         conn = self.connect(writer=True, durability=durability)
         try:
             self._lock(conn, session)
-            fold = fold_rows(conn, session.id) if checkpoints is None else checkpoints.fold(session.id, conn)
+            fold = (rows_folder or fold_rows)(session.id, conn)
             header_id = fold.state.header.id
             if header_id != session.id:
                 raise Misnamed(
@@ -391,7 +348,7 @@ class PgStore:
             fold,
             path=Path(session_id),
             reader=lambda: read_chunks(conn, session_id),
-            refold=lambda: fold_rows(conn, session_id),
+            refold=lambda: fold_rows(session_id, conn),
         )
         appender.fold_of = lambda: writer.fold
         if "raw" not in fold.profile.fact_kinds:
@@ -434,11 +391,6 @@ class PgStore:
         finally:
             conn.close()
         return self.session(session_id)
-
-    def lines_match(self, session: Session, lines: Iterable[bytes]) -> bool:
-        """Does the stored session hold exactly these lines (an import of the same file again)?"""
-        stored = (line for _, line in lines_of(self.chunks(session)))
-        return all(a == b for a, b in itertools.zip_longest(stored, lines))
 
 
 class RowAppender:
@@ -490,68 +442,39 @@ def read_chunks(conn: Connection, session_id: str, after: int = 0) -> Iterator[b
         pending: list[bytes] = []
         size = 0
         for (data,) in cursor:
-            pending.append(data)
-            pending.append(b"\n")
+            pending += (data, b"\n")
             size += len(data) + 1
             if size >= CHUNK_SIZE:
                 yield b"".join(pending)
-                pending = []
-                size = 0
+                pending, size = [], 0
         if pending:
             yield b"".join(pending)
 
 
-def add_checkpoint_table(conn: Connection) -> None:
+def _add_checkpoint_table(conn: Connection) -> None:
     """Tables made before checkpoints get their table; a role that may not create it goes on without (a cache)."""
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
             conn.execute(pgschema.CREATE_CHECKPOINTS)
     except pg_errors.InsufficientPrivilege:
         return  # its folds then say, in one line each, that they have no checkpoint to read
 
 
-def fold_rows(conn: Connection, session_id: str) -> Fold:
-    from tiny_agent.stores.journal import fold_chunks
-
+def fold_rows(session_id: str, conn: Connection) -> Fold:
     return fold_chunks(read_chunks(conn, session_id))
-
-
-def handle_length(tail: str, before: str | None, after: str | None, minimum: int = HANDLE_MIN) -> int:
-    shared = max(_common(tail, before or ""), _common(tail, after or ""))
-    return min(max(minimum, shared + 1), HANDLE_MAX)
-
-
-def _common(left: str, right: str) -> int:
-    return next((index for index, (a, b) in enumerate(zip(left, right, strict=False)) if a != b), min(len(left), len(right)))
 
 
 def index_row(session_id: str, fold: Fold, updated: int) -> dict[str, object]:
     """The session's index row as the fold leaves it (every column the writer keeps)."""
-    state: SessionState = fold.state
-    summary = summary_of(state)
-    header = state.header
-    origin, parent = state.origin, state.parent
+    state = fold.state
+    summary, header, origin, parent = summary_of(state), state.header, state.origin, state.parent
+    usage = summary.usage
     return {
-        "id": session_id,
-        "tail": tail_of(session_id),
-        "version": state.version,
-        "created_at": header.createdAt,
-        "updated_at": updated,
-        "cwd": header.cwd,
-        "provider": header.provider,
-        "model": header.model,
-        "status": summary.status,
-        "reason": summary.reason,
-        "runs": summary.runs,
-        "prompt": summary.prompt,
-        "input": summary.input,
-        "output": summary.output,
-        "cache_read": summary.cacheRead,
-        "cache_write": summary.cacheWrite,
-        "lines": fold.lines,
-        "bytes": fold.committed_length,
-        "chain": fold.chain if fold.version >= 3 else None,
+        "id": session_id, "tail": tail_of(session_id), "version": state.version, "created_at": header.createdAt,
+        "updated_at": updated, "cwd": header.cwd, "provider": header.provider, "model": header.model,
+        "status": summary.status, "reason": summary.reason, "runs": summary.runs, "prompt": summary.prompt,
+        "input": usage.input, "output": usage.output, "cache_read": usage.cacheRead, "cache_write": usage.cacheWrite,
+        "lines": fold.lines, "bytes": fold.committed_length, "chain": fold.chain if fold.version >= 3 else None,
         "origin_path": origin.path if origin is not None else None,
         "origin_length": origin.length if origin is not None else None,
         "origin_sha256": origin.sha256 if origin is not None else None,
@@ -562,12 +485,9 @@ def index_row(session_id: str, fold: Fold, updated: int) -> dict[str, object]:
 
 
 def summary_from_row(row: tuple[Any, ...]) -> Summary:
-    """A listing row (:data:`tiny_agent.stores.postgres.schema.LISTED`) as the catalog's summary."""
+    """An index row (:data:`tiny_agent.stores.postgres.schema.LISTED_COLUMNS`) as a listing's summary."""
     session, created, cwd, provider, model, status, reason, runs, prompt = row[:9]
-    tokens_in, tokens_out, cache_read, cache_write = row[9:13]
     origin_path, origin_length, origin_sha256, parent_id, parent_line, parent_chain = row[13:19]
-    origin = Origin(path=origin_path, length=origin_length, sha256=origin_sha256) if origin_path is not None else None
-    parent = Parent(session=parent_id, line=parent_line, chain=parent_chain) if parent_id is not None else None
     return Summary(
         session=session,
         created=created,
@@ -577,11 +497,8 @@ def summary_from_row(row: tuple[Any, ...]) -> Summary:
         provider=provider,
         runs=runs,
         prompt=prompt,
-        input=tokens_in,
-        output=tokens_out,
-        cacheRead=cache_read,
-        cacheWrite=cache_write,
+        usage=Usage(*row[9:13]),
         reason=reason,
-        origin=origin,
-        parent=parent,
+        origin=Origin(path=origin_path, length=origin_length, sha256=origin_sha256) if origin_path is not None else None,
+        parent=Parent(session=parent_id, line=parent_line, chain=parent_chain) if parent_id is not None else None,
     )

@@ -1,14 +1,12 @@
-"""Journal files on one machine: the byte-level parts of the file store.
+"""Journal files on one machine: their names, the writer's lock, appending, and making files appear whole.
 
 - :class:`WriterLock`: one writer per journal across processes, an exclusive
-  ``flock`` on ``<journal>.lock`` that names its holder's pid and is removed
-  when released (so no lock file outlives its writer);
-- :class:`FileAppender`: appends committed lines with one ``write`` each,
-  fsynced (or not, with ``process`` durability);
-- creating a journal atomically, cutting a torn tail into a sidecar,
-  checking that a path is a journal before anything is created beside it.
+  ``flock`` on ``<journal>.lock`` that names its holder's pid;
+- :class:`FileAppender`: whole lines appended with one ``write`` each, fsynced when asked;
+- a journal (or a copy of one) created atomically, a torn tail cut into a sidecar,
+  a path checked to be a journal before anything is created beside it.
 
-Every file this module creates is 0600 and none is left behind by a failure.
+Every file made here is 0600, and none is left behind by a failure.
 """
 
 from __future__ import annotations
@@ -16,21 +14,23 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
-from tiny_agent.errors import Locked, NotFound, UsageError
+from tiny_agent.errors import Locked, NotFound, UsageError, os_error
 from tiny_agent.stores import failpoints
 
 CHUNK_SIZE: Final = 1 << 20
 HEADER_PROBE: Final = 64 * 1024
 """How much of a file is read to tell whether it starts like a journal."""
+JOURNAL_SUFFIX: Final = ".jsonl"
 
-Durability = Literal["fsync", "process"]
-"""``fsync``: a committed transaction survives power loss.  ``process``: it survives a crash of this
-process (the bytes are in the kernel), which is faster."""
+_JOURNAL_NAME = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)_(?P<id>[0-9a-f-]{36})\.jsonl")
+_READ_ONLY: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class NotAJournal(UsageError):
@@ -45,32 +45,74 @@ class SessionLocked(Locked):
         self.pid = pid
 
 
+# -- names ----------------------------------------------------------------------------
+
+
+def journal_name(session_id: str, created_ms: int) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(created_ms / 1000))
+    return f"{stamp}_{session_id}{JOURNAL_SUFFIX}"
+
+
+def session_id_of(path: Path) -> str | None:
+    match = _JOURNAL_NAME.fullmatch(path.name)
+    return match.group("id") if match else None
+
+
+def list_journals(directory: Path) -> list[Path]:
+    """Journals directly in ``directory``, newest first; symbolic links and non-files are skipped.
+
+    A directory that is not there holds none; one that cannot be read is PERMISSION (or IO_ERROR).
+    """
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as error:
+        raise os_error(error, f"sessions directory {directory}") from None
+    found = [Path(entry.path) for entry in entries if _JOURNAL_NAME.fullmatch(entry.name) and _is_plain_file(entry)]
+    found.sort(key=lambda path: path.name, reverse=True)
+    return found
+
+
+def _is_plain_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 # -- reading --------------------------------------------------------------------
 
 
-def file_chunks(path: Path) -> Iterator[bytes]:
-    """The file's bytes in large chunks; the file must be a regular file (never a FIFO or a device)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+def open_regular(path: Path, flags: int = 0) -> int:
+    """A blocking read descriptor on a regular file (never a FIFO or a device, which could hang or be endless)."""
+    fd = os.open(path, _READ_ONLY | flags)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotAJournal(f"{path}: not a regular file")
         os.set_blocking(fd, True)
-        while True:
-            chunk = os.read(fd, CHUNK_SIZE)
-            if not chunk:
-                return
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def file_chunks(path: Path) -> Iterator[bytes]:
+    """The file's bytes in large chunks."""
+    fd = open_regular(path)
+    try:
+        while chunk := os.read(fd, CHUNK_SIZE):
             yield chunk
     finally:
         os.close(fd)
 
 
 def check_journal_file(path: Path) -> None:
-    """Refuse, before anything is created beside it, a path that is not a regular journal file.
+    """Refuse a path that is not a regular journal file, before anything is created beside it.
 
-    A journal is a regular file (not a symbolic link) whose first line is a
-    header object; anything else is named plainly.  The header is validated
-    in full by the reducer later; this only keeps a lock file from appearing
-    beside ``/etc/passwd``.
+    Only a regular file (not a symbolic link) whose first line looks like a
+    header passes; the reducer validates the header in full later.  This
+    keeps a lock file from appearing beside ``/etc/passwd``.
     """
     try:
         info = os.lstat(path)
@@ -177,18 +219,26 @@ def is_locked(journal: Path) -> bool:
     return False
 
 
+def file_holder(path: Path) -> str | None:
+    """``pid N`` while a writer holds the journal (empty if its lock file names none); None when nobody does."""
+    if not is_locked(path):
+        return None
+    pid = holder_pid(path)
+    return f"pid {pid}" if pid else ""
+
+
 # -- appending ------------------------------------------------------------------------
 
 
 class FileAppender:
     """The file store's end of a writer: whole lines appended with one ``write``, fsynced when asked."""
 
-    def __init__(self, path: Path, fd: int, lock: WriterLock, durability: Durability) -> None:
+    def __init__(self, path: Path, fd: int, lock: WriterLock, fsync: bool) -> None:
         self.path = path
         self.name = path.name
         self._fd = fd
         self._lock = lock
-        self._durability = durability
+        self._fsync = fsync
 
     def append(self, data: bytes, label: str) -> None:
         failpoints.disk_full(label)
@@ -196,7 +246,7 @@ class FileAppender:
             write_all(self._fd, data[: len(data) // 2])
             failpoints.crash()
         write_all(self._fd, data)
-        if self._durability == "fsync":
+        if self._fsync:
             os.fsync(self._fd)
 
     def close(self) -> None:
@@ -216,32 +266,26 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def create_file(path: Path, content: bytes, durability: Durability) -> tuple[int, WriterLock]:
-    """Make ``path`` appear with ``content`` complete, or not at all; returns an append descriptor and the held lock.
+def create_file(path: Path, content: bytes) -> tuple[int, WriterLock]:
+    """Make ``path`` appear with ``content`` complete (fsynced), or not at all; an append descriptor and the held lock.
 
-    The content is written to a staging file and linked into place, so a crash
-    leaves either no journal or one with a complete header.  A failure (a full
-    disk, say) leaves nothing behind: no staging file, no lock file.
+    A failure (a full disk, say) leaves nothing behind: no staging file, no lock file.
     """
     lock = WriterLock(path)
     lock.acquire()
     try:
-        _link_new_file(path, content)
+        staging = path.with_name(f".{path.name}.{os.getpid()}.new")
+        try:
+            write_new_private_file(staging, content)
+            os.link(staging, path)
+        finally:
+            staging.unlink(missing_ok=True)
+        fsync_directory(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     except BaseException:
         lock.release()
         raise
     return fd, lock
-
-
-def _link_new_file(path: Path, content: bytes) -> None:
-    staging = path.with_name(f".{path.name}.{os.getpid()}.new")
-    try:
-        write_new_private_file(staging, content)
-        os.link(staging, path)
-    finally:
-        staging.unlink(missing_ok=True)
-    fsync_directory(path.parent)
 
 
 def write_new_private_file(path: Path, content: bytes) -> None:
@@ -258,22 +302,27 @@ def write_new_private_file(path: Path, content: bytes) -> None:
         raise
 
 
-def publish_file(path: Path, chunks: Iterable[bytes], durability: Durability, label: str) -> None:
-    """Make ``path`` appear holding ``chunks`` (its bytes, in order) complete, or not at all; never over a file.
+def publish_file(path: Path, chunks: Iterable[bytes], fsync: bool, label: str) -> None:
+    """Make ``path`` appear holding ``chunks`` complete, or not at all; never over a file (FileExistsError).
 
-    The bytes go to a staging file beside ``path``, which is linked into place
-    once complete (``os.link`` refuses an existing ``path``: FileExistsError).
-    If ``chunks`` raises (a copy that would not be a valid journal), nothing
+    The bytes go to a staging file linked into place once complete.  If
+    ``chunks`` raises (a copy that would not be a valid journal), nothing
     appears.  The failpoint ``before-link:<label>`` kills the process with the
-    staging file complete and not yet linked: what a crash there leaves is a
-    hidden ``.<name>.<pid>.new`` file, never a partial journal.
+    staging file complete: a crash there leaves a hidden ``.<name>.<pid>.new``
+    file, never a partial journal.
     """
     staging = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
-            _write_chunks(fd, chunks)
-            if durability == "fsync":
+            pending = bytearray()  # about a megabyte per write: a journal's lines one write each would cost a call per line
+            for chunk in chunks:
+                pending += chunk
+                if len(pending) >= CHUNK_SIZE:
+                    write_all(fd, bytes(pending))
+                    pending.clear()
+            write_all(fd, bytes(pending))
+            if fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
@@ -281,20 +330,8 @@ def publish_file(path: Path, chunks: Iterable[bytes], durability: Durability, la
         os.link(staging, path)
     finally:
         staging.unlink(missing_ok=True)
-    if durability == "fsync":
+    if fsync:
         fsync_directory(path.parent)
-
-
-def _write_chunks(fd: int, chunks: Iterable[bytes]) -> None:
-    """The bytes in pieces of about a megabyte (a journal's lines one ``write`` each would cost a call per line)."""
-    pending = bytearray()
-    for chunk in chunks:
-        pending += chunk
-        if len(pending) >= CHUNK_SIZE:
-            write_all(fd, bytes(pending))
-            pending.clear()
-    if pending:
-        write_all(fd, bytes(pending))
 
 
 def open_for_append(path: Path) -> tuple[int, WriterLock]:
@@ -326,16 +363,11 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def torn_tail_path(journal: Path, stamp: int) -> Path:
-    return journal.with_name(f"{journal.name}.torn-{stamp}")
-
-
 def cut_torn_tail(path: Path, fd: int, committed_length: int, stamp: int) -> Path | None:
-    """Move the bytes after the last LF into a sidecar file, then truncate the journal to them.
+    """Move the bytes after the last LF into a sidecar ``<journal>.torn-<stamp>``, then truncate the journal to them.
 
     The sidecar is written completely and fsynced before the journal is cut,
-    so the bytes are never in neither place; a sidecar that could not be
-    written completely is removed again (and the journal is not cut).
+    so the bytes are never in neither place.
     """
     size = os.fstat(fd).st_size
     if size <= committed_length:
@@ -343,7 +375,7 @@ def cut_torn_tail(path: Path, fd: int, committed_length: int, stamp: int) -> Pat
     with open(path, "rb") as file:
         file.seek(committed_length)
         tail = file.read()
-    sidecar = torn_tail_path(path, stamp)
+    sidecar = path.with_name(f"{path.name}.torn-{stamp}")
     write_new_private_file(sidecar, tail)
     os.ftruncate(fd, committed_length)
     os.fsync(fd)

@@ -1,21 +1,7 @@
-"""Crash injection for tests: kill this process with SIGKILL at a named point.
+"""Crash injection for tests: ``TINY_AGENT_FAILPOINT=<point>[#N]`` kills this process (SIGKILL) at a named point.
 
-``TINY_AGENT_FAILPOINT=after-commit:<label>`` kills the process right after a
-transaction with that label is durable; ``mid-write:<label>`` kills it after
-writing only half of that transaction's line, leaving a torn tail on disk.
-Labels name what a transaction does (``run-started``, ``step-attempt``,
-``raw``, ``settle``, ``step-failed``, ``tool-started``, ``tool-result``,
-``synthetic``, ``abort``, ``finish``, ``seal``).  An optional ``#N`` suffix
-fires on the Nth matching transaction of the process (``after-commit:raw#2``).
-``before-tool:<name>`` / ``after-tool:<name>`` kill around a tool's execution.
-``before-link:<label>`` kills a command that makes a whole journal (``upgrade``,
-``fork``, ``export -o``) with it complete in its staging file, before it is
-linked into place.
-``enospc:<label>`` does not kill: the append of that transaction fails as a
-full disk would (``OSError(ENOSPC)``), for the cases a real small filesystem
-cannot time precisely (the closing seal of a run).
-
-Unset (the normal case), every check is one dictionary lookup.
+The points (``after-commit:<label>``, ``mid-write:<label>``, ``before-tool:<name>``, ``before-link:<label>``,
+``enospc:<label>``...) are listed in docs/recovery.md, *Failpoints and the crash suite*.
 """
 
 from __future__ import annotations

@@ -100,23 +100,18 @@ def cannot_record_responses(path: Path, *, operation_open: bool = True) -> str:
 
 
 class Appender(Protocol):
-    """A store's end of one session's writer: appends whole committed lines, durably, in order."""
+    """A store's end of one session's writer: appends whole committed lines (with their LF), durably, in order."""
 
     name: str
     """How messages name the session's journal (a file name, a store reference)."""
 
-    def append(self, data: bytes, label: str) -> None:
-        """Append one line (with its LF); durable per the store's durability when it returns."""
-        ...
+    def append(self, data: bytes, label: str) -> None: ...
 
     def close(self) -> None:
         """Release the session (its lock, its connection)."""
-        ...
 
 
-# --------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------
+# -- reading ------------------------------------------------------------------------
 
 
 def reduce_source(chunks: Iterable[bytes]) -> SessionState:
@@ -281,10 +276,6 @@ def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     return lines_of(disk.file_chunks(path))
 
 
-def facts(path: Path) -> Iterator[tuple[int, list[Fact]]]:
-    return facts_of(disk.file_chunks(path))
-
-
 def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
     return raw_facts_of(disk.file_chunks(path))
 
@@ -293,9 +284,7 @@ def find_raw(path: Path, raw_id: str) -> RawFact | None:
     return find_raw_in(disk.file_chunks(path), raw_id)
 
 
-# --------------------------------------------------------------------------
-# Writing
-# --------------------------------------------------------------------------
+# -- writing ------------------------------------------------------------------------
 
 
 class JournalWriter:
@@ -346,12 +335,7 @@ class JournalWriter:
 
     @classmethod
     def create(
-        cls,
-        path: Path,
-        header: HeaderLine,
-        *,
-        durability: Durability = "fsync",
-        clock: Callable[[], int] = now_ms,
+        cls, path: Path, header: HeaderLine, *, durability: Durability = "fsync", clock: Callable[[], int] = now_ms
     ) -> JournalWriter:
         """Create a new journal file (0600, directory fsynced, linked into place whole) and hold its lock."""
         line = encode_header(header)
@@ -374,18 +358,12 @@ class JournalWriter:
     ) -> JournalWriter:
         """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar.
 
-        ``folder`` folds the journal (once the lock is held); by default every
-        line is read, a checkpointed folder (:mod:`tiny_agent.stores.checkpoints`)
-        reads only what its checkpoint does not cover.
-
-        ``session_id`` is the session the caller asked for (the file store
-        names a journal after its session): a header naming another one is
-        refused with :class:`SessionMisnamed` before anything is changed
-        (session-v2 §16).  A v2 journal's writer refuses to start a model
-        attempt (:class:`ModelCallRefused`): our writer journals every
-        response raw before settling it, and v2 has no ``raw`` facts, so the
-        response would be paid for and lost.  Everything else (tool results,
-        aborts, finishing a run) is appended to a v2 journal as v2 facts.
+        ``folder`` folds the journal once the lock is held (from its checkpoint:
+        :mod:`tiny_agent.stores.checkpoints`).  A header naming another session
+        than ``session_id`` is refused (:class:`SessionMisnamed`, session-v2 §16)
+        before anything is changed.  A v2 journal's writer refuses to start a
+        model attempt (:class:`ModelCallRefused`: v2 has no ``raw`` facts, so the
+        response would be paid for and lost); anything else is appended as v2 facts.
         """
         disk.check_journal_file(path)
         fd, lock = disk.open_for_append(path)

@@ -24,7 +24,7 @@ from tiny_agent.errors import CorruptionError
 from tiny_agent.journal.links import Origin
 from tiny_agent.journal.state import SessionState
 from tiny_agent.stores.base import shortest_handles
-from tiny_agent.stores.files.disk import file_chunks, file_holder, list_journals, session_id_of
+from tiny_agent.stores.files.disk import NotAJournal, file_chunks, file_holder, list_journals, open_regular, session_id_of
 from tiny_agent.stores.listing import Listed, ReportEntry, Summary, failed_summary, listed_row, summary_of, usage_buckets
 
 INDEX_NAME: Final = ".tiny-agent-index.json"
@@ -171,18 +171,10 @@ def _fingerprint(path: Path) -> tuple[int, str]:
 def _load_index(directory: Path) -> Index:
     """The index if it is a regular file we can read and decode; otherwise an empty one (it is only a cache)."""
     try:
-        fd = os.open(directory / INDEX_NAME, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return Index()
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return Index()
-        with os.fdopen(fd, "rb", closefd=False) as file:
+        with os.fdopen(open_regular(directory / INDEX_NAME, os.O_NOFOLLOW), "rb") as file:
             index = msgspec.json.decode(file.read(), type=Index)
-    except (OSError, msgspec.DecodeError):
+    except (OSError, NotAJournal, msgspec.DecodeError):
         return Index()
-    finally:
-        os.close(fd)
     return index if index.version == INDEX_VERSION else Index()
 
 

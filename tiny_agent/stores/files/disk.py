@@ -267,20 +267,11 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def create_file(path: Path, content: bytes) -> tuple[int, WriterLock]:
-    """Make ``path`` appear with ``content`` complete (fsynced), or not at all; an append descriptor and the held lock.
-
-    A failure (a full disk, say) leaves nothing behind: no staging file, no lock file.
-    """
+    """Make ``path`` appear with ``content`` complete, or not at all (nor its lock); an append descriptor and the held lock."""
     lock = WriterLock(path)
     lock.acquire()
     try:
-        staging = path.with_name(f".{path.name}.{os.getpid()}.new")
-        try:
-            write_new_private_file(staging, content)
-            os.link(staging, path)
-        finally:
-            staging.unlink(missing_ok=True)
-        fsync_directory(path.parent)
+        publish_file(path, (content,), True, "create")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     except BaseException:
         lock.release()
@@ -288,34 +279,19 @@ def create_file(path: Path, content: bytes) -> tuple[int, WriterLock]:
     return fd, lock
 
 
-def write_new_private_file(path: Path, content: bytes) -> None:
-    """A new 0600 file holding ``content``, on disk when this returns; nothing is left at ``path`` if it fails."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            write_all(fd, content)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-
-
 def publish_file(path: Path, chunks: Iterable[bytes], fsync: bool, label: str) -> None:
-    """Make ``path`` appear holding ``chunks`` complete, or not at all; never over a file (FileExistsError).
+    """Make ``path`` (0600) appear holding ``chunks`` complete, or not at all; never over a file (FileExistsError).
 
-    The bytes go to a staging file linked into place once complete.  If
+    The bytes go to a staging file linked into place once complete; if
     ``chunks`` raises (a copy that would not be a valid journal), nothing
     appears.  The failpoint ``before-link:<label>`` kills the process with the
-    staging file complete: a crash there leaves a hidden ``.<name>.<pid>.new``
-    file, never a partial journal.
+    staging file complete: a crash leaves a hidden ``.<name>.<pid>.new``, never a partial file.
     """
     staging = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
-            pending = bytearray()  # about a megabyte per write: a journal's lines one write each would cost a call per line
+            pending = bytearray()  # about a megabyte per write: one write per journal line would cost a call per line
             for chunk in chunks:
                 pending += chunk
                 if len(pending) >= CHUNK_SIZE:
@@ -364,20 +340,15 @@ def fsync_directory(directory: Path) -> None:
 
 
 def cut_torn_tail(path: Path, fd: int, committed_length: int, stamp: int) -> Path | None:
-    """Move the bytes after the last LF into a sidecar ``<journal>.torn-<stamp>``, then truncate the journal to them.
+    """Move the bytes after the last LF into a sidecar ``<journal>.torn-<stamp>``, then cut the journal to its lines.
 
-    The sidecar is written completely and fsynced before the journal is cut,
-    so the bytes are never in neither place.
+    The sidecar is complete and on disk before the journal is cut, so the bytes are never in neither place.
     """
     size = os.fstat(fd).st_size
     if size <= committed_length:
         return None
-    with open(path, "rb") as file:
-        file.seek(committed_length)
-        tail = file.read()
     sidecar = path.with_name(f"{path.name}.torn-{stamp}")
-    write_new_private_file(sidecar, tail)
+    publish_file(sidecar, (os.pread(fd, size - committed_length, committed_length),), True, "torn-tail")
     os.ftruncate(fd, committed_length)
     os.fsync(fd)
-    fsync_directory(path.parent)
     return sidecar

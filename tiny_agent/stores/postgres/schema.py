@@ -24,60 +24,32 @@ FIRST_VERSION: Final = "INSERT INTO tiny_agent_schema (version) SELECT %s WHERE 
 
 CREATE_CHECKPOINTS: Final = """CREATE TABLE IF NOT EXISTS tiny_agent_checkpoints (
         session_id text COLLATE "C" PRIMARY KEY REFERENCES tiny_agent_sessions (id) ON DELETE CASCADE,
-        format integer NOT NULL,
-        fold text NOT NULL,
-        lines integer NOT NULL,
-        bytes bigint NOT NULL,
-        prefix text NOT NULL,
-        body text NOT NULL,
-        snapshot bytea NOT NULL,
-        made_at bigint NOT NULL
+        format integer NOT NULL, fold text NOT NULL, lines integer NOT NULL, bytes bigint NOT NULL,
+        prefix text NOT NULL, body text NOT NULL, snapshot bytea NOT NULL, made_at bigint NOT NULL
     )"""
-"""Per session: the fold of its first ``lines`` lines (``bytes`` long, SHA-256 ``prefix``) by the code ``fold``.
-
-``snapshot`` is the snapshot's frames, each after its 4-byte length
-(:func:`tiny_agent.fold.snapshot.encode_snapshot`), and ``body`` their
-SHA-256 (a row changed behind our back must not restore into a wrong state).
-"""
+"""Per session: the fold of its first ``lines`` lines (``bytes`` long, SHA-256 ``prefix``) by the code ``fold``:
+``snapshot`` (its frames, each after its length) and ``body`` (their SHA-256)."""
 
 CREATE: Final = (
     """CREATE TABLE IF NOT EXISTS tiny_agent_schema (version integer NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS tiny_agent_sessions (
-        id text COLLATE "C" PRIMARY KEY,
-        tail text COLLATE "C" NOT NULL,
-        version smallint NOT NULL,
-        created_at bigint NOT NULL,
-        updated_at bigint NOT NULL,
-        cwd text NOT NULL,
-        provider text NOT NULL,
-        model text NOT NULL,
-        status text NOT NULL,
-        reason text,
-        runs integer NOT NULL DEFAULT 0,
-        prompt text,
-        input bigint NOT NULL DEFAULT 0,
-        output bigint NOT NULL DEFAULT 0,
-        cache_read bigint NOT NULL DEFAULT 0,
-        cache_write bigint NOT NULL DEFAULT 0,
-        lines integer NOT NULL,
-        bytes bigint NOT NULL,
-        chain text,
-        origin_path text,
-        origin_length bigint,
-        origin_sha256 text,
-        parent_id text COLLATE "C",
-        parent_line integer,
-        parent_chain text,
-        buckets bytea,
-        buckets_lines integer
+        id text COLLATE "C" PRIMARY KEY, tail text COLLATE "C" NOT NULL, version smallint NOT NULL,
+        created_at bigint NOT NULL, updated_at bigint NOT NULL,
+        cwd text NOT NULL, provider text NOT NULL, model text NOT NULL, status text NOT NULL, reason text,
+        runs integer NOT NULL DEFAULT 0, prompt text,
+        input bigint NOT NULL DEFAULT 0, output bigint NOT NULL DEFAULT 0,
+        cache_read bigint NOT NULL DEFAULT 0, cache_write bigint NOT NULL DEFAULT 0,
+        lines integer NOT NULL, bytes bigint NOT NULL, chain text,
+        origin_path text, origin_length bigint, origin_sha256 text,
+        parent_id text COLLATE "C", parent_line integer, parent_chain text,
+        buckets bytea, buckets_lines integer
     )""",
     """CREATE INDEX IF NOT EXISTS tiny_agent_sessions_created ON tiny_agent_sessions (created_at DESC, id DESC)""",
     """CREATE INDEX IF NOT EXISTS tiny_agent_sessions_cwd ON tiny_agent_sessions (cwd, created_at DESC, id DESC)""",
     """CREATE INDEX IF NOT EXISTS tiny_agent_sessions_tail ON tiny_agent_sessions (tail)""",
     """CREATE TABLE IF NOT EXISTS tiny_agent_lines (
         session_id text COLLATE "C" NOT NULL REFERENCES tiny_agent_sessions (id),
-        line integer NOT NULL CHECK (line >= 1),
-        bytes bytea NOT NULL,
+        line integer NOT NULL CHECK (line >= 1), bytes bytea NOT NULL,
         PRIMARY KEY (session_id, line)
     )""",
     CREATE_CHECKPOINTS,

@@ -37,7 +37,6 @@ from tiny_agent.stores.base import (
     check_reference,
     handle_length,
     is_journal_path,
-    shortest_handles,
     tail_of,
 )
 from tiny_agent.stores.files.disk import CHUNK_SIZE, file_chunks, file_holder
@@ -184,9 +183,6 @@ class PgStore:
         rows = self.query(f"SELECT {pgschema.NEIGHBOURS} FROM (SELECT %s AS tail) s", (tail,))
         return tail[: handle_length(tail, *rows[0])]
 
-    def handles(self) -> dict[str, str]:
-        return shortest_handles([row[0] for row in self.query("SELECT id FROM tiny_agent_sessions")])
-
     def sessions(self) -> list[Session]:
         rows = self.query("SELECT id FROM tiny_agent_sessions ORDER BY created_at DESC, id DESC")
         return [self.session(row[0]) for row in rows]
@@ -290,19 +286,14 @@ class PgStore:
         line = encode_header(header)
         fold = Fold()
         fold.apply_header(line)
-        conn = self.connect(writer=True, durability=durability)
-        try:
-            self._lock(conn, self.session(header.id))
+
+        def insert(conn: Connection) -> Fold:
             with conn.transaction():
                 conn.execute(pgschema.INSERT_SESSION, index_row(header.id, fold, now_ms()))
                 conn.execute(pgschema.INSERT_LINE, (header.id, 1, line))
-        except psycopg.Error as error:
-            conn.close()
-            raise self.unavailable("cannot create a session", error) from None
-        except BaseException:
-            conn.close()
-            raise
-        return self._writer(conn, header.id, fold)
+            return fold
+
+        return self._locked(header.id, durability, "cannot create a session", insert)
 
     def open_writer(
         self,
@@ -315,31 +306,34 @@ class PgStore:
         """The session's one writer: its lock taken on a connection of its own, then its rows folded (by ``rows_folder``)."""
         if session.path is not None:
             return file_writer(session.path, durability, folder)
+
+        def fold(conn: Connection) -> Fold:
+            folded = (rows_folder or fold_rows)(session.id, conn)
+            if folded.state.header.id != session.id:
+                raise Misnamed(
+                    f"the rows of session {session.id} start with the header of session {folded.state.header.id}; no "
+                    f"writer opens it (appends meant for one session would land in another)"
+                )
+            return folded
+
+        return self._locked(session.id, durability, f"cannot open session {session.id}", fold)
+
+    def _locked(self, session_id: str, durability: Durability, what: str, prepare: Callable[[Connection], Fold]) -> JournalWriter:
+        """A writer on a connection of its own, once the session's lock is taken there and ``prepare`` gave its fold."""
         conn = self.connect(writer=True, durability=durability)
         try:
-            self._lock(conn, session)
-            fold = (rows_folder or fold_rows)(session.id, conn)
-            header_id = fold.state.header.id
-            if header_id != session.id:
-                raise Misnamed(
-                    f"the rows of session {session.id} start with the header of session {header_id}; no writer opens it "
-                    f"(appends meant for one session would land in another)"
-                )
-        except psycopg.Error as error:
+            key = pgschema.lock_key(self.schema, session_id)
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row is None or not row[0]:
+                holder = self.held_locks().get(pgschema.lock_parts(key)) or "another connection"
+                raise SessionHeld(f"session {session_id} is being written by {holder}; only one writer may hold a session")
+            fold = prepare(conn)
+        except BaseException as error:
             conn.close()
-            raise self.unavailable(f"cannot open session {session.id}", error) from None
-        except BaseException:
-            conn.close()
+            if isinstance(error, psycopg.Error):
+                raise self.unavailable(what, error) from None
             raise
-        return self._writer(conn, session.id, fold)
-
-    def _lock(self, conn: Connection, session: Session) -> None:
-        key = pgschema.lock_key(self.schema, session.id)
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-        if row is not None and row[0]:
-            return
-        holder = self.held_locks().get(pgschema.lock_parts(key)) or "another connection"
-        raise SessionHeld(f"session {session.id} is being written by {holder}; only one writer may hold a session")
+        return self._writer(conn, session_id, fold)
 
     def _writer(self, conn: Connection, session_id: str, fold: Fold) -> JournalWriter:
         appender = RowAppender(self, conn, session_id, fold.lines)

@@ -303,7 +303,8 @@ class JournalWriter:
         """``reader`` gives the journal's committed bytes and ``refold`` folds them again (a store's own ways;
         by default, the file at ``path``)."""
         self._appender = appender
-        self._fold = fold
+        self.fold = fold
+        """The live fold through the last commit (folded again after a refused candidate)."""
         self._clock = clock
         self._reader = reader
         self._refold: Callable[[], Fold] | None = refold
@@ -385,16 +386,10 @@ class JournalWriter:
             raise
         return writer
 
-    # -- state --------------------------------------------------------------
-
     @property
     def state(self) -> SessionState:
         """The reduced state through the last commit (advances in place)."""
-        return self._fold.state
-
-    @property
-    def fold(self) -> Fold:
-        return self._fold
+        return self.fold.state
 
     # -- committing -----------------------------------------------------------
 
@@ -417,7 +412,7 @@ class JournalWriter:
                 stamped = self._stamp(facts)
                 line = encode_transaction(stamped)
                 try:
-                    self._fold.apply_line(line)
+                    self.fold.apply_line(line)
                 except CorruptionError as error:
                     self._restore_fold()
                     raise CommitRejected(error) from None
@@ -436,17 +431,17 @@ class JournalWriter:
         """A refused candidate spent the fold (it may be half applied): fold the journal again."""
         if self._refold is None:
             raise RuntimeError("this writer cannot fold its journal again")
-        self._fold = self._refold()
+        self.fold = self._refold()
 
     def _stamp(self, facts: list[Fact]) -> list[Fact]:
         timestamp = self._clock()
-        seq = self._fold.next_seq
+        seq = self.fold.next_seq
         stamped: list[Fact] = []
         for fact in facts:
             stamped.append(msgspec.structs.replace(fact, seq=seq, timestamp=timestamp, id=fact.id or uuid7(timestamp)))
             seq += 1
-        if self._fold.version >= 3:
-            stamped.append(SealFact(seq=seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain))
+        if self.fold.version >= 3:
+            stamped.append(SealFact(seq=seq, id=uuid7(timestamp), timestamp=timestamp, chain=self.fold.chain))
         return stamped
 
     def _append(self, data: bytes, label: str) -> None:
@@ -461,7 +456,7 @@ class JournalWriter:
     @property
     def seal_missing(self) -> bool:
         """A v3 journal this writer changed whose last line is not covered by a seal."""
-        return self._fold.version >= 3 and self._committed and not self._fold.state.sealed
+        return self.fold.version >= 3 and self._committed and not self.fold.state.sealed
 
     def close(self, *, seal: bool = True) -> None:
         """Release the session; a clean close first appends a seal-only line covering the last line.
@@ -489,7 +484,7 @@ class JournalWriter:
         journal, to a sealed one, or to one that holds only its header.
         """
         with self._mutex:
-            fold = self._fold
+            fold = self.fold
             if fold.version < 3 or fold.state.sealed or fold.lines < 2:
                 return False
             self.commit_seal()
@@ -500,10 +495,10 @@ class JournalWriter:
         with self._mutex:
             self._check_usable()
             timestamp = self._clock()
-            seal = SealFact(seq=self._fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self._fold.chain)
+            seal = SealFact(seq=self.fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self.fold.chain)
             line = encode_seal_only(seal)
             with _signals_deferred():
-                self._fold.apply_line(line)
+                self.fold.apply_line(line)
                 self._append(line + b"\n", "seal")
             self._committed = True
         failpoints.maybe_crash("after-commit:seal")

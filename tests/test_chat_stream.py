@@ -173,14 +173,14 @@ def test_strings_concatenate_except_index_and_type() -> None:
     assert outcome.dropped == ["chunks[*].choices[*].delta.type"]
 
 
-def test_tool_calls_merge_by_index_and_their_strings_concatenate() -> None:
+def test_tool_calls_merge_by_index_and_their_arguments_concatenate() -> None:
     text = sse(
         delta(
-            {"role": "assistant", "tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "wr"}}]}
+            {"role": "assistant", "tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "write"}}]}
         ),
-        delta({"tool_calls": [{"index": 0, "id": "call_", "type": "function", "function": {"name": "read", "arguments": "{"}}]}),
+        delta({"tool_calls": [{"index": 0, "id": "", "type": "function", "function": {"name": "read", "arguments": "{"}}]}),
         delta(
-            {"tool_calls": [{"index": 0, "id": "a", "function": {"arguments": "}"}}, {"index": 1, "function": {"name": "ite"}}]}
+            {"tool_calls": [{"index": 0, "id": "call_a", "function": {"arguments": "}"}}, {"index": 1, "function": {"name": "write"}}]}
         ),
         delta({"tool_calls": [{"index": 1, "type": "function", "function": {"arguments": "[]"}}]}, "tool_calls"),
     )
@@ -192,6 +192,47 @@ def test_tool_calls_merge_by_index_and_their_strings_concatenate() -> None:
             {"index": 1, "id": "call_b", "type": "function", "function": {"name": "write", "arguments": "[]"}},
         ],
     }
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "kept"),
+    [
+        ("call_1", "call_1", "call_1"),  # an identical repeat is ignored (llama-cpp-python repeats it in every fragment)
+        ("call_1", "", "call_1"),  # an empty string adds nothing
+        ("", "call_1", "call_1"),  # ... even first: the first non-empty value wins
+        ("", "", ""),  # (and the seam then rejects the empty id)
+    ],
+)
+@pytest.mark.parametrize("member", ["id", "type", "name"])
+def test_a_calls_id_type_and_name_have_one_value(member: str, first: str, later: str, kept: str) -> None:
+    def call(value: str, arguments: str) -> dict[str, Any]:
+        fields = {"id": "call_9", "type": "function", "name": "read"}
+        fields[member] = value
+        return {"index": 0, "id": fields["id"], "type": fields["type"], "function": {"name": fields["name"], "arguments": arguments}}
+
+    message = message_of(sse(delta({"role": "assistant", "tool_calls": [call(first, "{")]}), delta({"tool_calls": [call(later, "}")]}, "tool_calls")))
+    (merged,) = message["tool_calls"]
+    assert (merged["function"]["name"] if member == "name" else merged[member]) == kept
+    assert merged["function"]["arguments"] == "{}"
+
+
+@pytest.mark.parametrize(
+    ("member", "reason"),
+    [
+        ("id", 'event 2: choices[0].delta.tool_calls[0].id is "call_b" after "call_a" (a tool call has one id)'),
+        ("type", 'event 2: choices[0].delta.tool_calls[0].type is "tool" after "function" (a tool call has one type)'),
+        ("name", 'event 2: choices[0].delta.tool_calls[0].function.name is "ite" after "wr" (a tool call has one name)'),
+    ],
+)
+def test_a_different_id_type_or_name_for_the_same_call_rejects_the_stream(member: str, reason: str) -> None:
+    first = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "wr", "arguments": ""}}
+    later: dict[str, Any] = {"index": 0, "function": {"arguments": "{}"}}
+    if member == "name":
+        later["function"]["name"] = "ite"
+    else:
+        later[member] = {"id": "call_b", "type": "tool"}[member]
+    rejected = rejection_of(sse(delta({"role": "assistant", "tool_calls": [first]}), delta({"tool_calls": [later]}, "tool_calls")))
+    assert rejected.reason == reason
 
 
 def test_any_other_value_the_first_non_null_wins_and_a_different_later_one_is_listed() -> None:
@@ -569,6 +610,12 @@ def valid_streams(draw: st.DrawFn) -> tuple[str, dict[str, Any], bool]:
     for index, call in enumerate(calls):
         head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
         pieces = [{"index": index, "function": {"arguments": piece}} for piece in call.arguments]
+        for piece in pieces:
+            # Later fragments may repeat the call's id, type and name, or send them empty (llama-cpp-python, Mistral).
+            repeat = draw(st.sampled_from(["", "same", "empty"]))
+            if repeat:
+                piece.update({"id": call.id if repeat == "same" else "", "type": "function" if repeat == "same" else ""})
+                piece["function"]["name"] = call.name if repeat == "same" else ""
         queues.append([{"tool_calls": [piece]} for piece in [head, *pieces]])
     sequential = draw(st.booleans())
     deltas: list[dict[str, Any]] = [{"role": "assistant"}]
@@ -722,3 +769,66 @@ def check_total(text: str) -> None:
     view = LiveChatView()
     for event in parse_events(text):
         view.push(event)
+
+
+# == every real shape of a streamed tool call: one id, one type, one name; the arguments concatenate (issue 24) ==
+
+REAL_CALL_STREAMS = [
+    "streams/chat/openai-tool-call-split.sse",
+    "streams/chat/openrouter-reasoning-tool-call.sse",
+    "streams/chat/parallel-tool-calls-interleaved.sse",
+    "streams/mistral/tool-call-no-role.sse",
+    "streams/mistral/tool-call-no-role-repeated-id.sse",
+    "llamacpp/stream-tool-call.sse",
+    "llamacpp-python/stream-tool-call-forced.sse",
+    "llama-cpp-python/stream-forced-tool-call-repeats-id-name-type.sse",
+]
+
+
+def calls_by_the_rule(text: str) -> list[dict[str, Any]]:
+    """The calls as the rule says, read straight from the chunks: first non-empty id/type/name, arguments joined."""
+    calls: dict[int, dict[str, Any]] = {}
+    for event in parse_events(text):
+        if event.data == "[DONE]":
+            break
+        for choice in json.loads(event.data).get("choices") or []:
+            for piece in (choice.get("delta") or {}).get("tool_calls") or []:
+                call = calls.setdefault(piece["index"], {"id": "", "type": "", "name": "", "arguments": ""})
+                function = piece.get("function") or {}
+                for key, value in (("id", piece.get("id")), ("type", piece.get("type")), ("name", function.get("name"))):
+                    if value and not call[key]:
+                        call[key] = value
+                call["arguments"] += function.get("arguments") or ""
+    return [calls[index] for index in sorted(calls)]
+
+
+@pytest.mark.parametrize("name", REAL_CALL_STREAMS)
+def test_every_recorded_tool_call_stream_reassembles_by_the_one_rule(name: str) -> None:
+    text = (WIRE / name).read_bytes().decode("utf-8")
+    outcome = reassemble(text)
+    assert isinstance(outcome, Reassembled), outcome
+    merged = outcome.body["choices"][0]["message"]["tool_calls"]
+    want = calls_by_the_rule(text)
+    assert [
+        {"id": call["id"], "type": call.get("type", ""), "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+        for call in merged
+    ] == want
+    assert all(call["name"] in ("read", "grep") for call in want), "a name is never doubled (readread...)"
+
+
+def test_llama_cpp_python_repeats_id_type_and_name_in_every_fragment_and_the_call_is_its_whole_twin() -> None:
+    streamed = reassemble((WIRE / "llamacpp-python" / "stream-tool-call-forced.sse").read_bytes().decode("utf-8"))
+    assert isinstance(streamed, Reassembled)
+    (call,) = streamed.body["choices"][0]["message"]["tool_calls"]
+    whole = json.loads((WIRE / "llamacpp-python" / "tool-call-forced.json").read_bytes())["choices"][0]["message"]
+    assert call["function"] == whole["tool_calls"][0]["function"]
+    assert call["type"] == "function"
+    assert call["id"].startswith("call__0_read_cmpl-") and call["id"].count("call_") == 1
+
+
+def test_the_mistral_repeated_id_is_one_id() -> None:
+    outcome = reassemble((WIRE / "streams" / "mistral" / "tool-call-no-role-repeated-id.sse").read_bytes().decode("utf-8"))
+    assert isinstance(outcome, Reassembled)
+    (call,) = outcome.body["choices"][0]["message"]["tool_calls"]
+    assert (call["id"], call["function"]["name"]) == ("Zr4kW9nBq", "grep")
+    assert call["function"]["arguments"] == '{"pattern": "seal", "path": "tiny_agent"}'

@@ -66,6 +66,21 @@ MISTRAL = {
         "toolUse",
         {"input": 412, "output": 25, "cacheRead": 0, "cacheWrite": 0},
     ),
+    "tool-call-no-role-repeated-id": (
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "Zr4kW9nBq",
+                    "type": "function",
+                    "function": {"name": "grep", "arguments": '{"pattern": "seal", "path": "tiny_agent"}'},
+                }
+            ],
+        },
+        "toolUse",
+        {"input": 530, "output": 31, "cacheRead": 0, "cacheWrite": 0},
+    ),
     "text-no-role": (
         {"role": "assistant", "content": "The journal is append-only: each line is one event, sealed by a hash chain."},
         "stop",

@@ -408,6 +408,13 @@ def _merge_role(message: dict[str, Any], role: Any, where: _Where) -> None:
 def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, deep: bool, dropped: dict[str, None]) -> None:
     """Merge one delta member; ``deep``: inside a tool call, where objects merge member by member."""
     current = members.get(key)
+    if deep and type(value) is str and (current is None or type(current) is str) and _names_the_call(where, key):
+        # One value, however often it is repeated (llama-cpp-python repeats it in every fragment).
+        if not current:
+            members[key] = value
+        elif value and value != current:
+            raise Reject(f"{_concrete(where, key)} is {short(value)} after {short(current)} (a tool call has one {key})")
+        return
     if current is None:
         # Absent, or null so far: this value starts the member (a null keeps its place).
         members[key] = _started(key, value, where, deep, dropped)
@@ -434,6 +441,13 @@ def _merge_member(members: dict[str, Any], key: str, value: Any, where: _Where, 
         return
     if value != current:
         dropped[_star(where, key)] = None
+
+
+def _names_the_call(where: _Where, key: str) -> bool:
+    """A call's ``id`` and ``type`` and its ``function.name``: the first non-empty value is the one."""
+    if key == "name":
+        return where[-1] == "function" and type(where[-2]) is int
+    return key in ("id", "type") and type(where[-1]) is int and where[-2] == "tool_calls"
 
 
 def _started(key: str, value: Any, where: _Where, deep: bool, dropped: dict[str, None]) -> Any:

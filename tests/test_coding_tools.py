@@ -242,6 +242,16 @@ def test_list_of_an_empty_directory_a_file_and_a_missing_path(tree: Path) -> Non
     assert run(toolbox, "list", path="nope") == ToolOutcome(content="Error: nope: No such file or directory", ok=False)
 
 
+def test_names_that_are_not_utf8_come_out_as_text(tmp_path: Path) -> None:
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt"), "wb") as file:
+        file.write(b"hello\n")
+    toolbox = ToolBox(tmp_path)
+    for name, arguments in (("list", {}), ("glob", {"pattern": "*.txt"}), ("grep", {"pattern": "hello"})):
+        outcome = run(toolbox, name, **arguments)
+        assert outcome.ok and "caf\ufffd.txt" in outcome.content
+        outcome.content.encode("utf-8")  # the journal can hold it
+
+
 def test_list_is_bounded(tmp_path: Path) -> None:
     for index in range(files.LIST_LIMIT + 5):
         (tmp_path / f"f{index:05}").write_text("")

@@ -96,7 +96,17 @@ SPEC_MEMBERS: dict[str, set[str]] = {
         "routingIdentity",
         "outputOptionsDigest",
     },
+    "V3_SNAPSHOT_KEYS": {
+        "model",
+        "systemPromptDigest",
+        "tools",
+        "adapterIdentity",
+        "routingIdentity",
+        "outputOptionsDigest",
+        "instructions",
+    },
     "TOOL_DIGEST_KEYS": {"name", "definitionDigest"},
+    "INSTRUCTION_KEYS": {"path", "digest"},
     "RAW_KEYS": {"status", "contentType", "body", "bodyBase64", "contentEncoding", "redactions", "incomplete"},
 }
 

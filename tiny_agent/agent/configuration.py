@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 import msgspec
+from msgspec import UNSET
 
 from tiny_agent.journal.canonical import canonical_digest, sha256_digest
-from tiny_agent.journal.state import ConfigurationSnapshot, ToolDigest
+from tiny_agent.journal.state import ConfigurationSnapshot, InstructionDigest, ToolDigest
 from tiny_agent.journal.tools import ToolDeclaration
 
 ADAPTER_IDENTITY: Final = "chat-completions:v1"
@@ -28,6 +29,10 @@ class Configuration(msgspec.Struct, frozen=True):
     compaction's summary prompt).  Whether a response is streamed is left
     out: it changes how the bytes arrive, not what they say, so a crashed
     streamed attempt can be retried without streaming.
+
+    ``system_prompt`` is the user's (``--system``); the project
+    instructions follow it in the prompt sent (:attr:`prompt`) and are
+    digested file by file in the snapshot's ``instructions``.
     """
 
     model: str
@@ -37,6 +42,15 @@ class Configuration(msgspec.Struct, frozen=True):
     environment_identity: str
     adapter_identity: str = ADAPTER_IDENTITY
     output_options: dict[str, Any] = msgspec.field(default_factory=dict)
+    instructions: list[InstructionDigest] = msgspec.field(default_factory=list)
+    """The project instruction files offered (:mod:`tiny_agent.agent.instructions`), in order."""
+    instructions_section: str = ""
+    """Their marked section of the system prompt."""
+
+    @property
+    def prompt(self) -> str:
+        """The system prompt sent: the user's, then the project instructions' marked section."""
+        return "\n\n".join(part for part in (self.system_prompt, self.instructions_section) if part)
 
     def snapshot(self) -> ConfigurationSnapshot:
         return ConfigurationSnapshot(
@@ -46,6 +60,7 @@ class Configuration(msgspec.Struct, frozen=True):
             adapterIdentity=self.adapter_identity,
             routingIdentity=self.routing_identity,
             outputOptionsDigest=canonical_digest(self.output_options),
+            instructions=self.instructions or UNSET,
         )
 
     @property

@@ -418,6 +418,7 @@ def configuration_differences(recorded: ConfigurationSnapshot, current: Configur
                        "--system FILE (the same prompt text)")
         )
     found.extend(_tool_differences(recorded, current))
+    found.extend(_instruction_differences(recorded, current))
     if recorded.outputOptionsDigest != current.outputOptionsDigest:
         found.append(
             Difference("output options", _short_digest(recorded.outputOptionsDigest), _short_digest(current.outputOptionsDigest),
@@ -466,6 +467,18 @@ def _tool_differences(recorded: ConfigurationSnapshot, current: ConfigurationSna
     changed = sorted(name for name in old.keys() & new.keys() if old[name] != new[name])
     detail = f" (definition changed: {', '.join(changed)})" if changed else ""
     return [Difference("tools", ",".join(sorted(old)) or "none", ",".join(sorted(new)) + detail or "none", restore)]
+
+
+def _instruction_differences(recorded: ConfigurationSnapshot, current: ConfigurationSnapshot) -> list[Difference]:
+    """One difference per instruction file or skill added, removed or changed, named by its path."""
+    old = {item.path: item.digest for item in recorded.instructions or []}
+    new = {item.path: item.digest for item in current.instructions or []}
+    return [
+        Difference(f"instruction file {path}", _short_digest(old.get(path, "absent")), _short_digest(new.get(path, "absent")),
+                   "--no-project-instructions" if path not in old and not old else "")
+        for path in sorted(old.keys() | new.keys())
+        if old.get(path) != new.get(path)
+    ]
 
 
 def _short_digest(digest: str) -> str:

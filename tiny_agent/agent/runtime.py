@@ -17,6 +17,7 @@ import msgspec
 
 from tiny_agent.agent import compaction
 from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.instructions import Instructions
 from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.journal.redact import Secrets
@@ -120,6 +121,8 @@ class Runtime:
             system_prompt=compaction.SUMMARY_PROMPT,
             tools=[],
             output_options=compaction.output_options(),
+            instructions=[],
+            instructions_section="",
         )
 
     def current(self, state: SessionState) -> CurrentConfiguration:
@@ -141,7 +144,7 @@ class Runtime:
         if budget is None:
             return None
         tools = sum(len(msgspec.json.encode(spec.to_wire())) for spec in self.toolbox.specs())
-        fixed = len(self.configuration.system_prompt) + tools
+        fixed = len(self.configuration.prompt) + tools
         return max(0, budget - fixed // compaction.CHARS_PER_TOKEN)
 
     def request(self, state: SessionState) -> WireRequest:
@@ -154,8 +157,8 @@ class Runtime:
         if isinstance(state.operation, CompactionOperation):
             retained = len(state.pendingCut.retained) if state.pendingCut is not None else 0
             messages = compaction.summary_messages(state.activeContext, retained)
-            return build(configuration.model, configuration.system_prompt, messages, [], options)
-        return build(configuration.model, configuration.system_prompt, state.activeContext, self.toolbox.specs(), options)
+            return build(configuration.model, configuration.prompt, messages, [], options)
+        return build(configuration.model, configuration.prompt, state.activeContext, self.toolbox.specs(), options)
 
     def provider(self) -> Provider:
         """The provider, connected on first use (a recovery may never need one)."""
@@ -184,9 +187,12 @@ def build_runtime(
     compacting: CompactionPolicy = CompactionPolicy(),
     limits: Limits = Limits(),
     display: Display | None = None,
+    instructions: Instructions = Instructions(),
 ) -> Runtime:
-    """The runtime for a session driven from ``cwd`` against ``endpoint``."""
-    toolbox = ToolBox(cwd, allow_bash=allow_bash, allow_write=allow_write, approve=approve, protected=protected)
+    """The runtime for a session driven from ``cwd`` against ``endpoint``, offering ``instructions``."""
+    toolbox = ToolBox(
+        cwd, allow_bash=allow_bash, allow_write=allow_write, approve=approve, protected=protected, readable=instructions.readable
+    )
     output_options: dict[str, object] = {} if policy.max_tokens is None else {"maxTokens": policy.max_tokens}
     configuration = Configuration(
         model=endpoint.model,
@@ -196,6 +202,8 @@ def build_runtime(
         environment_identity=environment_identity(cwd),
         adapter_identity=endpoint.adapter_identity,
         output_options=output_options,
+        instructions=instructions.offered,
+        instructions_section=instructions.section,
     )
     secrets = endpoint.secrets()
 

@@ -100,6 +100,9 @@ class Drive(msgspec.Struct, frozen=True):
     system: Annotated[str | None, Opt("--system FILE", "A file holding the system prompt.")] = None
     allow_bash: Annotated[bool, Opt("--allow-bash", "Offer the bash tool (sandboxed with bubblewrap when available).")] = False
     allow_write: Annotated[bool, Opt("--allow-write", "Let write and edit change files without asking.")] = False
+    no_project_instructions: Annotated[
+        bool, Opt("--no-project-instructions", "Offer the model no AGENTS.md files and no skills (docs/tools.md).")
+    ] = False
     stream: Annotated[
         bool | None, Opt("--stream/--no-stream", "Stream the answer (default: where the provider supports it).")
     ] = None
@@ -213,7 +216,19 @@ class Compact(Command):
     session: Session
     keep: Annotated[int, Opt("--keep N", "Messages to keep verbatim after the summary.", minimum=0)] = 6
     drive: Annotated[
-        Drive, Omit(("system", "allow_bash", "allow_write", "max_tokens", "max_steps", "context_window", "compact_at"))
+        Drive,
+        Omit(
+            (
+                "system",
+                "allow_bash",
+                "allow_write",
+                "no_project_instructions",
+                "max_tokens",
+                "max_steps",
+                "context_window",
+                "compact_at",
+            )
+        ),
     ] = Drive()
     stored: Stored = Stored()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -126,7 +127,12 @@ def _read_prompt(prompt: str) -> str:
 
 
 def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None, keep: int | None = None) -> Runtime:
-    """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected."""
+    """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected.
+
+    The project instructions are loaded for a run (``keep`` is None), not for
+    a compaction, whose request carries none.
+    """
+    from tiny_agent.agent.instructions import Instructions, load_instructions, user_skills_folder
     from tiny_agent.agent.loop import build_runtime
     from tiny_agent.agent.tools.toolbox import terminal_approver
     from tiny_agent.stores.files.store import open_store
@@ -143,6 +149,9 @@ def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None
         compacting=compacting_for(options, endpoint, keep),
         limits=limits_for(options),
         display=display,
+        instructions=Instructions()
+        if options.no_project_instructions or keep is not None
+        else load_instructions(Path.cwd(), user_skills_folder(os.environ)),
     )
     notice = runtime.toolbox.unconfined_notice
     if notice is not None:

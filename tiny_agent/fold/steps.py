@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from tiny_agent.fold.books import AttemptBook, Configuration, OperationBook, RunBook
 from tiny_agent.fold.contract import (
     IDENTITY,
+    INSTRUCTION_KEYS,
     INVALID_FACT,
     INVALID_REFERENCE,
     INVALID_TRANSITION,
@@ -39,7 +40,14 @@ from tiny_agent.fold.contract import (
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.typed import StepAttemptWire
 from tiny_agent.journal.canonical import canonical_json, sha256_digest
-from tiny_agent.journal.state import ConfigurationSnapshot, LatestAttempt, StepFailure, StepKind, ToolDigest
+from tiny_agent.journal.state import (
+    ConfigurationSnapshot,
+    InstructionDigest,
+    LatestAttempt,
+    StepFailure,
+    StepKind,
+    ToolDigest,
+)
 
 
 class StepRules(FoldCore):
@@ -197,7 +205,7 @@ class StepRules(FoldCore):
         known = self._configurations.get(claimed_digest) if type(claimed_digest) is str else None
         if known is not None and known.source == snapshot:
             return known
-        configuration = new_configuration(snapshot)
+        configuration = new_configuration(snapshot, self.profile.snapshot_keys)
         self._configurations[configuration.digest] = configuration
         return configuration
 
@@ -224,29 +232,21 @@ class StepRules(FoldCore):
         self.state.lastStepFailure = StepFailure(code=error["code"], message=error["message"], rawId=attempt.raw_id)
 
 
-def new_configuration(snapshot: dict[str, Any]) -> Configuration:
-    """Check a snapshot member by member (§13.1) and digest its normalized form (§13.2)."""
-    require_keys(snapshot, SNAPSHOT_KEYS, "configurationSnapshot")
+def new_configuration(snapshot: dict[str, Any], keys: frozenset[str] = SNAPSHOT_KEYS) -> Configuration:
+    """Check a snapshot member by member (§13.1; ``keys``: those the version allows); digest its normalized form (§13.2)."""
+    require_keys(snapshot, keys, "configurationSnapshot")
     for name in ("model", "adapterIdentity", "routingIdentity"):
         require_text(snapshot.get(name), f"configurationSnapshot.{name}")
     for name in ("systemPromptDigest", "outputOptionsDigest"):
         if not is_digest(snapshot.get(name)):
             fail(INVALID_FACT, f"configurationSnapshot.{name} is not a sha256 digest")
-    tools = snapshot.get("tools")
-    if type(tools) is not list:
-        fail(INVALID_FACT, "configurationSnapshot.tools is not an array")
-    declared: list[ToolDigest] = []
-    for index, item in enumerate(tools):
-        what = f"configurationSnapshot.tools[{index}]"
-        tool = require_object(item, what)
-        require_keys(tool, TOOL_DIGEST_KEYS, what)
-        name = require_text(tool.get("name"), f"{what}.name")
-        if not is_digest(tool.get("definitionDigest")):
-            fail(INVALID_FACT, f"{what}.definitionDigest is not a sha256 digest")
-        declared.append(ToolDigest(name=name, definitionDigest=tool["definitionDigest"]))
+    declared = [ToolDigest(name=name, definitionDigest=digest) for name, digest in _digests(snapshot, "tools", "name")]
     names = frozenset(tool.name for tool in declared)
     if len(names) != len(declared):
         fail(INVALID_FACT, "configurationSnapshot.tools repeats a tool name")
+    instructions: list[InstructionDigest] | UnsetType = UNSET
+    if "instructions" in snapshot:
+        instructions = [InstructionDigest(path=path, digest=sha) for path, sha in _digests(snapshot, "instructions", "path")]
     normalized = ConfigurationSnapshot(
         model=snapshot["model"],
         systemPromptDigest=snapshot["systemPromptDigest"],
@@ -254,7 +254,26 @@ def new_configuration(snapshot: dict[str, Any]) -> Configuration:
         adapterIdentity=snapshot["adapterIdentity"],
         routingIdentity=snapshot["routingIdentity"],
         outputOptionsDigest=snapshot["outputOptionsDigest"],
+        instructions=instructions,
     )
     return Configuration(
         source=snapshot, snapshot=normalized, digest=sha256_digest(canonical_json(normalized)), tool_names=names
     )
+
+
+def _digests(snapshot: dict[str, Any], member: str, label: str) -> list[tuple[str, str]]:
+    """The array ``snapshot[member]`` of ``{label: text, <digest>: sha256}`` objects, checked, as pairs."""
+    items = snapshot.get(member)
+    if type(items) is not list:
+        fail(INVALID_FACT, f"configurationSnapshot.{member} is not an array")
+    keys, digest = (TOOL_DIGEST_KEYS, "definitionDigest") if member == "tools" else (INSTRUCTION_KEYS, "digest")
+    pairs = []
+    for index, item in enumerate(items):
+        what = f"configurationSnapshot.{member}[{index}]"
+        value = require_object(item, what)
+        require_keys(value, keys, what)
+        text = require_text(value.get(label), f"{what}.{label}")
+        if not is_digest(value.get(digest)):
+            fail(INVALID_FACT, f"{what}.{digest} is not a sha256 digest")
+        pairs.append((text, value[digest]))
+    return pairs

@@ -3,7 +3,8 @@
 Pure.  v3 is v2 plus ``raw`` and ``seal`` facts, a seal at the end of every
 line, transport retries beyond a step's second attempt (session-v3.md), and
 two optional header members linking a session to where it came from
-(``origin``, ``parent``: docs/journal.md).
+(``origin``, ``parent``: docs/journal.md), and the configuration snapshot's
+optional ``instructions``.
 The fold picks a profile when it reads the header and asks it instead of
 testing the version number, so each difference is named once.
 """
@@ -14,7 +15,7 @@ from typing import Final
 
 import msgspec
 
-from tiny_agent.fold.contract import HEADER_KEYS, V3_HEADER_KEYS
+from tiny_agent.fold.contract import HEADER_KEYS, SNAPSHOT_KEYS, V3_HEADER_KEYS, V3_SNAPSHOT_KEYS
 from tiny_agent.journal.facts import FactKind
 
 
@@ -28,10 +29,17 @@ class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc
     """Every line ends with a seal fact carrying the chain through the line before it (v3)."""
     max_attempt: int
     """The highest attempt number a step may reach; a higher one is INVALID_FACT."""
+    snapshot_keys: frozenset[str]
+    """The members a configuration snapshot may have (v3 adds the optional ``instructions``)."""
 
 
 V2: Final = VersionProfile(
-    version=2, header_keys=HEADER_KEYS, fact_kinds=frozenset(("entry", "record", "usage")), sealed=False, max_attempt=2
+    version=2,
+    header_keys=HEADER_KEYS,
+    fact_kinds=frozenset(("entry", "record", "usage")),
+    sealed=False,
+    max_attempt=2,
+    snapshot_keys=SNAPSHOT_KEYS,
 )
 
 V3: Final = VersionProfile(
@@ -42,6 +50,7 @@ V3: Final = VersionProfile(
     # Transport retries (429, 5xx, a cut-off stream) may take a step well past
     # v2's one retry; the bound keeps a runaway writer from growing a step forever.
     max_attempt=16,
+    snapshot_keys=V3_SNAPSHOT_KEYS,
 )
 
 PROFILES: Final[dict[int, VersionProfile]] = {profile.version: profile for profile in (V2, V3)}

@@ -40,7 +40,14 @@ class ToolDigest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     definitionDigest: str
 
 
-class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class InstructionDigest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An instruction file (AGENTS.md) or skill (SKILL.md) offered to the model, and the SHA-256 of its bytes."""
+
+    path: str
+    digest: str
+
+
+class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """What a model request depends on, minus secrets, paths and clocks (session-v2 §13.1)."""
 
     model: str
@@ -49,6 +56,8 @@ class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=T
     adapterIdentity: str
     routingIdentity: str
     outputOptionsDigest: str
+    instructions: list[InstructionDigest] | UnsetType = UNSET
+    """v3: the project instructions and skills offered, in the order offered (absent when there are none)."""
 
 
 class LatestAttempt(msgspec.Struct):

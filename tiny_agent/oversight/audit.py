@@ -112,6 +112,14 @@ class ToolAudit(msgspec.Struct):
     """``success``, ``error``, ``pending``, or ``synthetic: <reason>``."""
 
 
+class InstructionAudit(msgspec.Struct):
+    """An instruction file or skill offered (path and SHA-256 as the snapshot names it), from which attempt on."""
+
+    path: str
+    digest: str
+    firstAttempt: int
+
+
 class ModelTotals(msgspec.Struct):
     attempts: int = 0
     usage: Usage = Usage()
@@ -145,6 +153,7 @@ class AuditReport(msgspec.Struct):
     tools: list[ToolAudit]
     drift: bool
     compactions: list[CompactionAudit] = msgspec.field(default_factory=list)
+    instructions: list[InstructionAudit] = msgspec.field(default_factory=list)
 
 
 class _Context:
@@ -221,6 +230,7 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         tools=list(walk.tools.values()) + walk.synthetic,
         drift=any(attempt.drift for attempt in attempts),
         compactions=walk.compactions,
+        instructions=list(walk.instructions.values()),
     )
 
 
@@ -240,6 +250,7 @@ class _Walk:
         self.summaries: dict[str, str] = {}
         """The summary each compaction attempt settled into."""
         self.compactions: list[CompactionAudit] = []
+        self.instructions: dict[tuple[str, str], InstructionAudit] = {}
         self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
         self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
@@ -355,6 +366,8 @@ class _Walk:
             requestDigest=digest,
         )
         self.attempts[record.attemptId] = attempt
+        for item in snapshot.instructions or []:
+            self.instructions.setdefault((item.path, item.digest), InstructionAudit(item.path, item.digest, attempt.number))
         self.first_attempt_of_step.setdefault(record.stepId, attempt)
         self.latest_attempt_of_step[record.stepId] = attempt
         self.latest_attempt_of_operation[record.operationId] = attempt

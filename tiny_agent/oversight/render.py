@@ -216,6 +216,12 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
             replay = f"{tool.replay} ({tool.replayKey})" if tool.replay else "not executed"
             tools.append([tool.toolName, tool.toolCallId, replay, tool.outcome])
         yield from _table(tools, indent="  ")
+    if report.instructions:
+        yield ""
+        yield "project instructions offered (docs/tools.md)"
+        offered = [["file", "sha256", "from attempt"]]
+        offered += [[item.path, item.digest, str(item.firstAttempt)] for item in report.instructions]
+        yield from _table(offered, indent="  ")
     yield ""
     drifted = [attempt.number for attempt in report.attempts if attempt.drift]
     if drifted:

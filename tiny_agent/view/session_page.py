@@ -72,6 +72,12 @@ def _head(view: SessionView) -> str:
         ("cost", _cost_line(view.cost, report.cost)),
         ("drift", badge("drift", "drift") + " " + _drifted(view) if report.drift else '<span class="good">none</span>'),
     ]
+    if report.instructions:
+        offered = "".join(
+            f'<li><code>{text(i.path)}</code> <span class="muted">{text(i.digest)} · attempt {i.firstAttempt} on</span></li>'
+            for i in report.instructions
+        )
+        rows.append(("instructions offered", f'<ul class="plain">{offered}</ul>'))
     return f'<header><h1>Session {text(header.handle or header.id)}</h1>{facts_table(rows)}</header>'
 
 

@@ -30,6 +30,10 @@ SEARCH_SECONDS: Final = 20.0
 """A glob or grep stops after this long, keeping what it found: a safe tool is replayed, so it must end."""
 
 
+PATTERN_ERRORS: Final = (re.error, RecursionError, OverflowError)
+"""What compiling a pattern may raise."""
+
+
 class Refusal(Exception):
     """A tool call that will not be carried out; its message is the result the model sees."""
 
@@ -153,7 +157,7 @@ def gitignore_rules(text: str) -> list[Rule]:
         pattern = pattern.rstrip("/")
         if not pattern or line.startswith("#"):
             continue
-        with contextlib.suppress(re.error):  # a broken set ignores nothing, as in git
+        with contextlib.suppress(*PATTERN_ERRORS):  # a broken set ignores nothing, as in git
             rules.append(Rule(glob_regex(pattern.lstrip("/"), "/" not in pattern), negate, directories_only))
     return rules
 
@@ -251,19 +255,18 @@ def _expire(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def _alarm(seconds: float) -> Iterator[None]:
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGALRM, _expire) if main else None
-    if main:
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only: the walk's deadline still holds
+        return
+    previous = signal.signal(signal.SIGALRM, _expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         try:
-            if main:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_REAL, 0)
         finally:
-            if main:
-                signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGALRM, previous)
 
 
 # -- the tools ------------------------------------------------------------------------------
@@ -291,7 +294,7 @@ def glob(root: Path, start: Path, pattern: str) -> str:
     found = (
         os.path.relpath(path, root) + ("/" if is_directory else "")
         for path, is_directory in walk(root, start, time.monotonic() + SEARCH_SECONDS)
-        if regex.match(os.path.relpath(path, start).replace(os.sep, "/"))
+        if regex.match(os.path.relpath(path, start))
     )
     return bounded(found, LIST_LIMIT, "paths") or f"no path matches {pattern}"
 
@@ -305,7 +308,7 @@ def grep(root: Path, start: Path, pattern: str, only: str, ignore_case: bool, li
         files: Iterable[Path] = (
             path
             for path, is_directory in walk(root, start, deadline)
-            if not is_directory and (wanted is None or wanted.match(os.path.relpath(path, start).replace(os.sep, "/")))
+            if not is_directory and (wanted is None or wanted.match(os.path.relpath(path, start)))
         )
     else:
         require_regular(os.lstat(start).st_mode, os.path.relpath(start, root))
@@ -337,5 +340,5 @@ def _grep_file(path: Path, shown: str, regex: re.Pattern[str], skipped: list[str
 def _compile(make: Callable[[], re.Pattern[str]], pattern: str) -> re.Pattern[str]:
     try:
         return make()
-    except (re.error, RecursionError, OverflowError) as error:
+    except PATTERN_ERRORS as error:
         raise Refusal(f"{pattern}: not a valid pattern ({error})") from None

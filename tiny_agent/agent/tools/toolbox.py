@@ -189,13 +189,13 @@ class ToolBox:
             return ToolOutcome(content=f"Error: {path}: not a UTF-8 text file", ok=False)
 
     def _list(self, path: str) -> ToolOutcome:
-        return ToolOutcome(content=files.list_directory(self.confine(path), path), ok=True)
+        return _found(files.list_directory(self.confine(path), path))
 
     def _glob(self, pattern: str, path: str) -> ToolOutcome:
-        return ToolOutcome(content=files.glob(self.root, self.confine(path), pattern), ok=True)
+        return _found(files.glob(self.root, self.confine(path), pattern))
 
     def _grep(self, pattern: str, path: str, glob: str, ignore_case: bool, limit: int) -> ToolOutcome:
-        return ToolOutcome(content=files.grep(self.root, self.confine(path), pattern, glob, ignore_case, limit), ok=True)
+        return _found(files.grep(self.root, self.confine(path), pattern, glob, ignore_case, limit))
 
     # -- write, edit -------------------------------------------------------------------
 
@@ -284,6 +284,11 @@ class ToolBox:
         if len(output) > OUTPUT_LIMIT:
             text += f"\n[output truncated at {OUTPUT_LIMIT // 1024} KiB]"
         return ToolOutcome(content=f"{header}\n{text}\n[exit status {process.returncode}]", ok=process.returncode == 0)
+
+
+def _found(text: str) -> ToolOutcome:
+    """What a look found; a file name that is not UTF-8 shows U+FFFD where its bad bytes were (results are text)."""
+    return ToolOutcome(content=text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), ok=True)
 
 
 # -- the file a change replaces ---------------------------------------------------------------

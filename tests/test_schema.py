@@ -35,6 +35,10 @@ SPEC_MEMBERS: dict[str, set[str]] = {
     "USAGE_FACT_KEYS": {"kind", "seq", "id", "timestamp", "operationId", "usage", "attemptId", "toolStartedId"},
     "RAW_FACT_KEYS": {"kind", "seq", "id", "timestamp", "operationId", "attemptId", "raw"},
     "SEAL_FACT_KEYS": {"kind", "seq", "id", "timestamp", "chain"},
+    "MCP_FACT_KEYS": {"kind", "seq", "id", "timestamp", "server", "toolStartedId", "messages"},
+    "MCP_MESSAGE_KEYS": {
+        "direction", "method", "url", "status", "contentType", "body", "bodyBase64", "redactions", "incomplete"
+    },
     "USER_MESSAGE_KEYS": {"role", "content"},
     "ASSISTANT_MESSAGE_KEYS": {"role", "content", "tool_calls"},
     "TOOL_MESSAGE_KEYS": {"role", "content", "tool_call_id"},

@@ -73,6 +73,7 @@ LABELS: Final[tuple[Label, ...]] = (
         EXIT_UNAVAILABLE,
         "the session store (a PostgreSQL server) cannot be reached, or failed a statement; nothing was half-written",
     ),
+    Label("MCP", EXIT_UNAVAILABLE, "an MCP server did not start, could not be reached, or did not finish its handshake in time"),
     Label("IO_ERROR", EXIT_IO, "the disk is full or read-only, or a read or write failed; nothing was half-written"),
     Label("PERMISSION", EXIT_NO_PERMISSION, "the operating system refused access to a file or directory"),
     Label("LOCKED", EXIT_TEMPFAIL, "another process is writing the session (its pid is named)"),
@@ -129,6 +130,10 @@ class StorageError(TinyAgentError):
     """ENOSPC, EROFS, EIO and the like: the store cannot take bytes now."""
 
     label = "IO_ERROR"
+
+
+class McpUnavailable(TinyAgentError):
+    label = "MCP"
 
 
 class PermissionDenied(TinyAgentError):

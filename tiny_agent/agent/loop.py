@@ -94,6 +94,7 @@ class Driver:
     def __init__(self, writer: JournalWriter, runtime: Runtime, report: Callable[[str], None] | None = None) -> None:
         self.writer = writer
         self.runtime = runtime
+        runtime.attach(lambda facts: self._commit(facts, "mcp"), writer.state)
         self.report = report or (lambda line: None)
         self.stopped_by: Signal | None = None
         self._reconciling = False
@@ -381,7 +382,7 @@ class Driver:
             started = started_or_none
         self._phase = ("tool", started.toolCallId)
         failpoints.maybe_crash(f"before-tool:{started.toolName}")
-        outcome = self.runtime.toolbox.execute(started.toolName, started.arguments)
+        outcome = self.runtime.toolbox.execute(started.toolName, started.arguments, started.toolStartedId)
         failpoints.maybe_crash(f"after-tool:{started.toolName}")
         content = redact_text(outcome.content, self.runtime.secrets)[0]
         self._commit(transactions.tool_result(started, content, outcome.ok), "tool-result")

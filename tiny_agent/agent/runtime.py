@@ -20,6 +20,7 @@ from tiny_agent.agent.configuration import Configuration
 from tiny_agent.agent.instructions import Instructions
 from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
+from tiny_agent.journal.facts import Fact
 from tiny_agent.journal.redact import Secrets
 from tiny_agent.journal.state import CompactionOperation, SessionState
 from tiny_agent.providers.http import Limits, Provider
@@ -27,7 +28,9 @@ from tiny_agent.wire.registry import API, Api
 from tiny_agent.wire.request import RequestOptions, WireRequest
 
 if TYPE_CHECKING:
+    from tiny_agent.agent.tools.mcp.hub import McpApprover, McpTools
     from tiny_agent.providers.endpoint import Endpoint
+    from tiny_agent.providers.userconfig import McpServer
 
 ENVIRONMENT_IDENTITY_ENV: Final = "TINY_AGENT_ENVIRONMENT_IDENTITY"
 
@@ -98,7 +101,9 @@ class Runtime:
         compacting: CompactionPolicy = CompactionPolicy(),
         secrets: Secrets | None = None,
         display: Display | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
+        self.mcp = mcp
         self.configuration = configuration
         self.toolbox = toolbox
         self.api = api
@@ -168,7 +173,15 @@ class Runtime:
             self._provider = self._connect()
         return self._provider
 
+    def attach(self, commit: Callable[[list[Fact]], object], state: SessionState) -> None:
+        """The journal that MCP messages go to (the driver's), and the session's earlier approvals."""
+        if self.mcp is not None:
+            self.mcp.attach(lambda facts: commit(list(facts)), state)
+
     def close(self) -> None:
+        if self.mcp is not None:
+            self.mcp.close()
+            self.mcp = None
         if self._provider is not None:
             self._provider.close()
             self._provider = None
@@ -188,16 +201,30 @@ def build_runtime(
     limits: Limits = Limits(),
     display: Display | None = None,
     instructions: Instructions = Instructions(),
+    mcp_servers: Sequence[McpServer] = (),
+    allow_mcp: Sequence[str] = (),
+    approve_mcp: McpApprover | None = None,
 ) -> Runtime:
-    """The runtime for a session driven from ``cwd`` against ``endpoint``, offering ``instructions``."""
+    """The runtime for a session driven from ``cwd`` against ``endpoint``, offering ``instructions`` (MCP servers started here)."""
+    mcp: McpTools | None = None
+    if mcp_servers:
+        from tiny_agent.agent.tools.mcp.hub import McpTools  # the SDK's import costs ~0.5 s: only when used
+
+        mcp = McpTools(mcp_servers, allow=allow_mcp, approve=approve_mcp, secrets=endpoint.secrets())
     toolbox = ToolBox(
-        cwd, allow_bash=allow_bash, allow_write=allow_write, approve=approve, protected=protected, readable=instructions.readable
+        cwd,
+        allow_bash=allow_bash,
+        allow_write=allow_write,
+        approve=approve,
+        protected=protected,
+        readable=instructions.readable,
+        more=mcp,
     )
     output_options: dict[str, object] = {} if policy.max_tokens is None else {"maxTokens": policy.max_tokens}
     configuration = Configuration(
         model=endpoint.model,
         system_prompt=system_prompt,
-        tools=[spec.declaration() for spec in toolbox.specs()],
+        tools=toolbox.declarations(),
         routing_identity=endpoint.routing_identity,
         environment_identity=environment_identity(cwd),
         adapter_identity=endpoint.adapter_identity,
@@ -220,6 +247,7 @@ def build_runtime(
         api=endpoint.api,
         policy=policy,
         compacting=compacting,
-        secrets=secrets,
+        secrets=secrets if mcp is None else mcp.secrets,
         display=display,
+        mcp=mcp,
     )

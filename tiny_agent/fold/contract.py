@@ -60,6 +60,8 @@ RECORD_FACT_KEYS: Final = member_names(facts.RecordFact)
 USAGE_FACT_KEYS: Final = member_names(facts.UsageFact)
 RAW_FACT_KEYS: Final = member_names(facts.RawFact)
 SEAL_FACT_KEYS: Final = member_names(facts.SealFact)
+MCP_FACT_KEYS: Final = member_names(facts.McpFact)
+MCP_MESSAGE_KEYS: Final = member_names(facts.McpMessage)
 
 USER_MESSAGE_KEYS: Final = member_names(UserMessage)
 ASSISTANT_MESSAGE_KEYS: Final = member_names(AssistantMessage)

@@ -63,7 +63,7 @@ WIRE_TYPES: Final[Mapping[FactKind, type]] = {
     "raw": RawFactWire,
     "seal": SealFactWire,
 }
-"""The fast path's shape of each fact kind."""
+"""The fast path's shape of each fact kind (``mcp`` facts are rare: the reference path folds them)."""
 
 
 class FoldCore:
@@ -267,7 +267,7 @@ class FoldCore:
         """Fold by the rules of the header's version: only its fact kinds exist, on both paths."""
         self.profile = profile
         self._sealed = profile.sealed
-        self._fast_kinds = frozenset(WIRE_TYPES[kind] for kind in profile.fact_kinds)
+        self._fast_kinds = frozenset(WIRE_TYPES[kind] for kind in profile.fact_kinds if kind in WIRE_TYPES)
 
     # -- transactions (§5) ------------------------------------------------------
 

@@ -13,7 +13,7 @@ from tiny_agent.fold.contract import ENTRY_FACT_KEYS, INVALID_FACT, RECORD_FACT_
 from tiny_agent.fold.core import ReferenceRule
 from tiny_agent.fold.messages import MessageRules
 from tiny_agent.fold.operations import OperationRules
-from tiny_agent.fold.sealing import SealRules
+from tiny_agent.fold.sealing import SealRules, mcp_fact
 from tiny_agent.fold.steps import StepRules
 from tiny_agent.fold.tools import ToolRules
 from tiny_agent.fold.transcript_rules import parse_message, role_rule
@@ -135,6 +135,7 @@ REFERENCE_RULES: Final[Mapping[str, ReferenceRule]] = {
     "record": Fold._record_fact,
     "usage": Fold._usage_fact,
     "raw": Fold._raw_fact,
+    "mcp": mcp_fact,
     "seal": Fold._seal_fact,
 }
 """Each fact kind's reference rule (the header's profile says which kinds exist)."""

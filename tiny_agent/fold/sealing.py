@@ -1,4 +1,4 @@
-"""The v3 kinds: ``raw`` facts (the provider's response as received) and ``seal`` facts (the chain).
+"""The v3 kinds: ``raw`` facts (the provider's response as received), ``mcp`` facts and ``seal`` facts (the chain).
 
 Pure.  These kinds exist only where the version profile lists them (v3); in
 a v2 journal they are unknown kinds, on both paths.  Each reference rule sits
@@ -15,6 +15,8 @@ from tiny_agent.fold.contract import (
     INVALID_FACT,
     INVALID_REFERENCE,
     INVALID_TRANSITION,
+    MCP_FACT_KEYS,
+    MCP_MESSAGE_KEYS,
     RAW_FACT_KEYS,
     RAW_KEYS,
     SEAL_FACT_KEYS,
@@ -25,6 +27,7 @@ from tiny_agent.fold.contract import (
     is_text,
     require_keys,
     require_object,
+    require_text,
     require_uuid,
     show,
     unknown_key,
@@ -105,21 +108,55 @@ def check_raw_response(value: object) -> int:
         fail(INVALID_FACT, "raw.status is not a safe non-negative integer")
     if "contentType" not in raw or (raw["contentType"] is not None and type(raw["contentType"]) is not str):
         fail(INVALID_FACT, "raw.contentType is not a string or null")
+    check_body(raw, "raw")
+    return status
+
+
+def mcp_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
+    """v3 ``mcp``: MCP messages as they crossed the wire (docs/journal.md); they change no state."""
+    require_keys(fact, MCP_FACT_KEYS, "mcp fact")
+    require_text(fact.get("server"), "mcp server")
+    if "toolStartedId" in fact:
+        started_id = require_uuid(fact["toolStartedId"], "mcp toolStartedId")
+        started = fold._tool_started.get(started_id)
+        if started is None:
+            fail(INVALID_REFERENCE, f"mcp toolStartedId {started_id} names no toolStarted record")
+        if started.status != "pending":
+            fail(INVALID_TRANSITION, f"mcp fact for tool call {started_id}, which is already answered")
+    messages = fact.get("messages")
+    if type(messages) is not list or not messages:
+        fail(INVALID_FACT, "mcp messages is not a non-empty array")
+    for message in messages:
+        body = require_object(message, "mcp message")
+        require_keys(body, MCP_MESSAGE_KEYS, "mcp message")
+        if body.get("direction") not in ("send", "recv"):
+            fail(INVALID_FACT, f"mcp message direction is not send or recv: {show(body.get('direction'))}")
+        for name in ("method", "url"):
+            if name in body:
+                require_text(body[name], f"mcp message {name}")
+        if "status" in body and not is_safe_int(body["status"]):
+            fail(INVALID_FACT, "mcp message status is not a safe non-negative integer")
+        if "contentType" in body and body["contentType"] is not None and type(body["contentType"]) is not str:
+            fail(INVALID_FACT, "mcp message contentType is not a string or null")
+        check_body(body, "mcp message")
+
+
+def check_body(raw: dict[str, Any], what: str) -> None:
+    """Exactly one of ``body`` and ``bodyBase64``; the optional ``redactions`` and ``incomplete``."""
     has_text = "body" in raw
     if has_text == ("bodyBase64" in raw):
-        fail(INVALID_FACT, "raw needs exactly one of body and bodyBase64")
+        fail(INVALID_FACT, f"{what} needs exactly one of body and bodyBase64")
     body = raw["body"] if has_text else raw["bodyBase64"]
     if type(body) is not str:
-        fail(INVALID_FACT, "raw body is not a string")
+        fail(INVALID_FACT, f"{what} body is not a string")
     if not has_text:
         try:
             base64.b64decode(body, validate=True)
         except binascii.Error:
-            fail(INVALID_FACT, "raw.bodyBase64 is not valid base64")
-    if "contentEncoding" in raw and not is_text(raw["contentEncoding"]):
-        fail(INVALID_FACT, f"raw.contentEncoding is not a non-empty string: {show(raw['contentEncoding'])}")
+            fail(INVALID_FACT, f"{what}.bodyBase64 is not valid base64")
+    if "contentEncoding" in raw and not is_text(raw["contentEncoding"]):  # raw only: mcp messages have no such member
+        fail(INVALID_FACT, f"{what}.contentEncoding is not a non-empty string: {show(raw['contentEncoding'])}")
     if "redactions" in raw and not is_safe_int(raw["redactions"], 1):
-        fail(INVALID_FACT, f"raw.redactions is not a safe integer >= 1: {show(raw['redactions'])}")
+        fail(INVALID_FACT, f"{what}.redactions is not a safe integer >= 1: {show(raw['redactions'])}")
     if "incomplete" in raw and not is_text(raw["incomplete"]):
-        fail(INVALID_FACT, f"raw.incomplete is not a non-empty string: {show(raw['incomplete'])}")
-    return status
+        fail(INVALID_FACT, f"{what}.incomplete is not a non-empty string: {show(raw['incomplete'])}")

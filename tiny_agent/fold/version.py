@@ -1,6 +1,6 @@
 """What a journal's header version changes in the fold, in one place.
 
-Pure.  v3 is v2 plus ``raw`` and ``seal`` facts, a seal at the end of every
+Pure.  v3 is v2 plus ``raw``, ``mcp`` and ``seal`` facts, a seal at the end of every
 line, transport retries beyond a step's second attempt (session-v3.md), and
 two optional header members linking a session to where it came from
 (``origin``, ``parent``: docs/journal.md), and the configuration snapshot's
@@ -45,7 +45,7 @@ V2: Final = VersionProfile(
 V3: Final = VersionProfile(
     version=3,
     header_keys=V3_HEADER_KEYS,
-    fact_kinds=frozenset(("entry", "record", "usage", "raw", "seal")),
+    fact_kinds=frozenset(("entry", "record", "usage", "raw", "seal", "mcp")),
     sealed=True,
     # Transport retries (429, 5xx, a cut-off stream) may take a step well past
     # v2's one retry; the bound keeps a runaway writer from growing a step forever.

@@ -1,7 +1,7 @@
 """Journal facts as typed Structs: what a writer builds and encodes into lines.
 
 One Struct per fact kind, entry shape and record type of session-v2, plus the
-v3 ``raw`` and ``seal`` facts.  Field names are the journal's own (camelCase:
+v3 ``raw``, ``seal`` and ``mcp`` facts.  Field names are the journal's own (camelCase:
 they are the spec's names, and many modules read them); every Struct forbids
 unknown fields and omits UNSET optional members.  The fold derives the member
 set it accepts for each object from these Structs
@@ -36,7 +36,7 @@ Completion = Literal["normal", "truncated"]
 AbortPhase = Literal["model", "tool", "compact"]
 OperationKind = Literal["run", "compaction"]
 ToolResultType = Literal["success", "error", "synthetic"]
-FactKind = Literal["entry", "record", "usage", "raw", "seal"]
+FactKind = Literal["entry", "record", "usage", "raw", "seal", "mcp"]
 
 # Every Struct below is closed (forbid_unknown_fields) and kw_only: kw_only
 # lets the envelope (seq, id, timestamp) come first although seq and
@@ -251,6 +251,33 @@ class RawFact(msgspec.Struct, tag_field="kind", tag="raw", forbid_unknown_fields
     raw: RawResponse
 
 
+class McpMessage(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One MCP message as it crossed the wire: a stdio line without its LF, or one HTTP body (docs/journal.md)."""
+
+    direction: Literal["send", "recv"]
+    method: str | UnsetType = UNSET
+    """HTTP requests: the method (a POST carries a message, a GET opens the server's stream)."""
+    url: str | UnsetType = UNSET
+    status: int | UnsetType = UNSET
+    """HTTP responses: the status."""
+    contentType: str | None | UnsetType = UNSET
+    body: str | UnsetType = UNSET
+    bodyBase64: str | UnsetType = UNSET
+    redactions: int | UnsetType = UNSET
+    incomplete: str | UnsetType = UNSET
+
+
+class McpFact(msgspec.Struct, tag_field="kind", tag="mcp", forbid_unknown_fields=True, kw_only=True):
+    """v3: MCP messages of one server, linked to the ``toolStarted`` they serve (none: start-up, shutdown)."""
+
+    seq: int = 0
+    id: str
+    timestamp: int = 0
+    server: str
+    toolStartedId: str | UnsetType = UNSET
+    messages: list[McpMessage]
+
+
 class SealFact(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fields=True, kw_only=True):
     seq: int = 0
     id: str
@@ -258,7 +285,7 @@ class SealFact(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fiel
     chain: str
 
 
-Fact = EntryFact | RecordFact | UsageFact | RawFact | SealFact
+Fact = EntryFact | RecordFact | UsageFact | RawFact | McpFact | SealFact
 
 _encoder = msgspec.json.Encoder()
 
@@ -300,6 +327,8 @@ def decode_fact(value: dict[str, Any]) -> Fact:
             return msgspec.convert(value, UsageFact)
         case {"kind": "raw"}:
             return msgspec.convert(value, RawFact)
+        case {"kind": "mcp"}:
+            return msgspec.convert(value, McpFact)
         case _:
             return msgspec.convert(value, SealFact)
 

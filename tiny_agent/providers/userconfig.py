@@ -16,6 +16,11 @@ else ``~/.config/tiny-agent/config.toml``::
     api = "chat"
     adapters = []
 
+    [mcp.github]                       # an MCP server, used with --mcp github (docs/tools.md)
+    url = "https://mcp.example.com/mcp"
+    headers = { Authorization = "Bearer ${GITHUB_TOKEN}" }   # secrets by variable name only
+    allowed_tools = ["search_issues"]  # run without asking; the others ask on a terminal
+
     [models."openai/gpt-4o-mini"]      # for context management and cost reports
     context_window = 128000
     input = 0.15                       # USD per million tokens
@@ -89,6 +94,27 @@ class _CustomTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     adapters: tuple[str, ...] = ()
 
 
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=86400)]
+REFERENCE: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""``${NAME}`` in an MCP server's ``env`` or ``headers`` value: the variable's value, read at start-up."""
+SECRET_HEADER: Final = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
+
+
+class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[mcp.NAME]``: an MCP server, Streamable HTTP (``url``) or stdio (``command``, ``args``, ``env``)."""
+
+    name: str = ""
+    url: NonEmpty | None = None
+    command: NonEmpty | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    allowed_tools: tuple[str, ...] = ()
+    """Tools that run without asking (the server's own names); ``["*"]``: all of them."""
+    startup_timeout: Seconds = 30.0
+    call_timeout: Seconds = 120.0
+
+
 class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The whole file as written; tables keyed by user-chosen names are converted one by one,
     so that an error can name the key (msgspec's own path says ``[...]`` for a dict key)."""
@@ -99,6 +125,7 @@ class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     custom: _CustomTable = _CustomTable()
     providers: dict[str, Any] = msgspec.field(default_factory=dict)
     models: dict[str, Any] = msgspec.field(default_factory=dict)
+    mcp: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class UserConfig(msgspec.Struct, frozen=True):
@@ -114,6 +141,7 @@ class UserConfig(msgspec.Struct, frozen=True):
     profiles: tuple[Profile, ...] = ()
     """The user's own providers, in file order."""
     models: dict[str, ModelSettings] = msgspec.field(default_factory=dict)
+    mcp: dict[str, McpServer] = msgspec.field(default_factory=dict)
 
     def model_settings(self, model: str) -> ModelSettings | None:
         return self.models.get(model)
@@ -180,8 +208,10 @@ def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
         raise ConfigError(f"config file {source}: provider: unknown provider {written.provider!r} (choices: {choices})")
     if written.base_url is not None:
         _check_base_url(written.base_url, source, ("base_url",))
+    mcp = {name: _mcp_server(name, table, source) for name, table in written.mcp.items()}
     return UserConfig(
         source=source,
+        mcp=mcp,
         provider=written.provider,
         model=written.model,
         base_url=written.base_url,
@@ -219,6 +249,43 @@ def _profile(name: str, table: Any, source: str) -> Profile:
         max_tokens=written.max_tokens or DEFAULT_MAX_TOKENS.get(written.api),
         origin="config",
     )
+
+
+def _mcp_server(name: str, table: Any, source: str) -> McpServer:
+    where = ("mcp", name)
+
+    def bad(key: str, problem: str) -> ConfigError:
+        return ConfigError(f"config file {source}: {_key((*where, *key.split('.', 1))) if key else _key(where)}: {problem}")
+
+    if not PROFILE_NAME.fullmatch(name):
+        raise bad("", "a server name is lower-case letters, digits, '.', '_' and '-'")
+    server = _convert(table, McpServer, source, where)
+    if (server.url is None) == (server.command is None):
+        raise bad("", "give exactly one of url (Streamable HTTP) and command (stdio)")
+    if server.url is not None and urlsplit(server.url).scheme not in ("http", "https"):
+        raise bad("url", "an MCP server URL starts with http:// or https://")
+    if server.url is not None and (server.env or server.args):
+        raise bad("env" if server.env else "args", "applies to a stdio server (command) only")
+    if server.command is not None and server.headers:
+        raise bad("headers", "applies to a Streamable HTTP server (url) only")
+    for header, value in server.headers.items():
+        if SECRET_HEADER.search(header) and not REFERENCE.search(value):
+            raise bad(f"headers.{header}", "a secret is referenced as ${VARIABLE}, never written in the file")
+    return msgspec.structs.replace(server, name=name)
+
+
+def expand_references(value: str, environ: Mapping[str, str], what: str) -> tuple[str, list[str]]:
+    """``value`` with each ``${NAME}`` replaced by the variable's value, and those values (secrets to redact)."""
+    used: list[str] = []
+
+    def one(match: re.Match[str]) -> str:
+        found = environ.get(match[1])
+        if found is None:
+            raise ConfigError(f"{what} refers to ${{{match[1]}}}, which is not set")
+        used.append(found)
+        return found
+
+    return REFERENCE.sub(one, value), used
 
 
 def _check_base_url(url: str, source: str, where: tuple[str, ...]) -> SplitResult:

@@ -27,7 +27,7 @@ import sys
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 import msgspec
 
@@ -43,7 +43,7 @@ from tiny_agent.agent.tools.sandbox import (
     scrubbed_environment,
     unconfined_notice,
 )
-from tiny_agent.journal.tools import ToolOutcome, ToolSpec
+from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 
 READ_LIMIT: Final = 256 * 1024
 OUTPUT_LIMIT: Final = files.OUTPUT_LIMIT
@@ -84,6 +84,16 @@ class ApprovalDecision(msgspec.Struct, frozen=True):
 
 Approver = Callable[[WriteProposal], ApprovalDecision]
 
+
+class MoreTools(Protocol):
+    """Tools run elsewhere (MCP servers): their specs, their declarations (in the same order), running one."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    def declarations(self) -> list[ToolDeclaration]: ...
+
+    def execute(self, name: str, arguments: dict[str, Any], link: str | None) -> ToolOutcome: ...
+
 ALLOWED_BY_FLAG: Final = ApprovalDecision(approved=True, reason="allowed by --allow-write")
 
 
@@ -110,6 +120,7 @@ class ToolBox:
         protected: Sequence[Path] = (),
         environ: Mapping[str, str] | None = None,
         readable: Mapping[str, Path] = {},
+        more: MoreTools | None = None,
     ) -> None:
         self.root = Path(os.path.realpath(cwd))
         self.allow_bash = allow_bash
@@ -119,7 +130,10 @@ class ToolBox:
         self.protected = tuple(Path(os.path.realpath(self.root / path)) for path in protected)
         self.environ = environ
         self.readable = dict(readable)
-        self._specs = [spec for spec in BUILTIN if spec is not BASH or allow_bash]
+        self.more = more
+        extra = more.specs() if more else []
+        self._more = dict(zip((spec.name for spec in extra), more.declarations() if more else [], strict=True))
+        self._specs = [spec for spec in BUILTIN if spec is not BASH or allow_bash] + extra
         # Probed now, not at the first call: the user must hear before the run that bash is unconfined.
         self.sandbox: SandboxProbe | None = resolve_sandbox(sandbox) if allow_bash else None
 
@@ -136,6 +150,10 @@ class ToolBox:
     def specs(self) -> list[ToolSpec]:
         return list(self._specs)
 
+    def declarations(self) -> list[ToolDeclaration]:
+        """What the configuration snapshot holds of each tool (an MCP tool's digest covers its server too)."""
+        return [self._more.get(spec.name) or spec.declaration() for spec in self._specs]
+
     def lookup(self, name: str) -> ToolSpec | None:
         return next((spec for spec in self._specs if spec.name == name), None)
 
@@ -144,14 +162,21 @@ class ToolBox:
         spec = self.lookup(name)
         if spec is None:
             return f"unknown tool {name}"
+        if name in self._more:  # the server checks the rest against its own schema
+            return None if type(arguments) is dict else "arguments are not a JSON object"
         return validate_arguments(spec.parameters, arguments)
 
-    def execute(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        """Run a tool; its declared parameter names are the keyword arguments of the ``_<name>`` method."""
+    def execute(self, name: str, arguments: dict[str, Any], link: str | None = None) -> ToolOutcome:
+        """Run a tool; its declared parameter names are the keyword arguments of the ``_<name>`` method.
+
+        ``link`` is the call's ``toolStarted`` id (an MCP call's journaled messages name it).
+        """
         spec = self.lookup(name)
         problem = self.validate(name, arguments)
         if spec is None or problem is not None:
             return ToolOutcome(content=f"Error: {problem}", ok=False)
+        if self.more is not None and name in self._more:
+            return self.more.execute(name, arguments, link)
         run: Callable[..., ToolOutcome] = getattr(self, f"_{name}")
         try:
             return run(**with_defaults(spec.parameters, arguments))

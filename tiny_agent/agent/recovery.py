@@ -466,6 +466,12 @@ def _tool_differences(recorded: ConfigurationSnapshot, current: ConfigurationSna
     restore = "--allow-bash" if "bash" in old and "bash" not in new else ""
     changed = sorted(name for name in old.keys() & new.keys() if old[name] != new[name])
     detail = f" (definition changed: {', '.join(changed)})" if changed else ""
+    # An MCP tool's digest covers its server's identity and tool list (docs/tools.md): name the server.
+    moved = set(changed) | (old.keys() ^ new.keys())
+    servers = sorted({name.split("__")[1] for name in moved if name.startswith("mcp__") and name.count("__") >= 2})
+    if servers:
+        restore = f"the same MCP server{'s' if len(servers) > 1 else ''} ({', '.join(servers)}) with --mcp"
+        detail += f" (MCP server changed: {', '.join(servers)})"
     return [Difference("tools", ",".join(sorted(old)) or "none", ",".join(sorted(new)) + detail or "none", restore)]
 
 

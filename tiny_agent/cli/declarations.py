@@ -103,6 +103,13 @@ class Drive(msgspec.Struct, frozen=True):
     no_project_instructions: Annotated[
         bool, Opt("--no-project-instructions", "Offer the model no AGENTS.md files and no skills (docs/tools.md).")
     ] = False
+    mcp: Annotated[
+        list[str] | None,
+        Opt("--mcp SERVER", "Offer an MCP server's tools: a configured [mcp.NAME], a URL or a command (repeatable)."),
+    ] = None
+    allow_mcp: Annotated[
+        list[str] | None, Opt("--allow-mcp NAME", "Run this MCP server's tools without asking (repeatable).")
+    ] = None
     stream: Annotated[
         bool | None, Opt("--stream/--no-stream", "Stream the answer (default: where the provider supports it).")
     ] = None
@@ -223,6 +230,8 @@ class Compact(Command):
                 "allow_bash",
                 "allow_write",
                 "no_project_instructions",
+                "mcp",
+                "allow_mcp",
                 "max_tokens",
                 "max_steps",
                 "context_window",

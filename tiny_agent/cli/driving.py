@@ -134,9 +134,17 @@ def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None
     """
     from tiny_agent.agent.instructions import Instructions, load_instructions, user_skills_folder
     from tiny_agent.agent.loop import build_runtime
+    from tiny_agent.agent.tools.mcp import servers_from_flags
     from tiny_agent.agent.tools.toolbox import terminal_approver
+    from tiny_agent.providers.userconfig import load_user_config
     from tiny_agent.stores.files.store import open_store
 
+    servers = servers_from_flags(options.mcp or [], load_user_config(os.environ).mcp if options.mcp else {})
+    approve_mcp = None
+    if servers:
+        from tiny_agent.agent.tools.mcp.hub import terminal_approver as mcp_approver
+
+        approve_mcp = mcp_approver()
     runtime = build_runtime(
         endpoint,
         system_prompt=system_prompt(options.system),
@@ -152,6 +160,9 @@ def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None
         instructions=Instructions()
         if options.no_project_instructions or keep is not None
         else load_instructions(Path.cwd(), user_skills_folder(os.environ)),
+        mcp_servers=servers,
+        allow_mcp=options.allow_mcp or [],
+        approve_mcp=approve_mcp,
     )
     notice = runtime.toolbox.unconfined_notice
     if notice is not None:

@@ -34,6 +34,7 @@ from tiny_agent.journal.facts import (
     Entry,
     EntryFact,
     Fact,
+    McpFact,
     PreExecutionResultEntry,
     RawFact,
     Record,
@@ -46,6 +47,7 @@ from tiny_agent.journal.facts import (
     UserEntry,
 )
 from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, compaction_summary_message
+from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.stores.files import disk as filestore
 from tiny_agent.stores.journal import CheckedFacts, collector_paused
 from tiny_agent.wire.seam import Accepted
@@ -103,13 +105,17 @@ class AttemptAudit(msgspec.Struct):
     notes: list[str] = msgspec.field(default_factory=list)
 
 
-class ToolAudit(msgspec.Struct):
+class ToolAudit(msgspec.Struct, omit_defaults=True):
     toolName: str
     toolCallId: str
     replay: str | None
     replayKey: str | None
     outcome: str
     """``success``, ``error``, ``pending``, or ``synthetic: <reason>``."""
+    mcp: list[str] = msgspec.field(default_factory=list)
+    """What the call exchanged with its MCP server, one message a line (:mod:`tiny_agent.oversight.mcp`)."""
+    kept: str | None = None
+    """For an MCP call: the tool result the transcript kept, beside the exchange."""
 
 
 class InstructionAudit(msgspec.Struct):
@@ -154,6 +160,8 @@ class AuditReport(msgspec.Struct):
     drift: bool
     compactions: list[CompactionAudit] = msgspec.field(default_factory=list)
     instructions: list[InstructionAudit] = msgspec.field(default_factory=list)
+    mcp: list[str] = msgspec.field(default_factory=list)
+    """MCP messages not linked to a call: start-up (server identity, tool list), shutdown."""
 
 
 class _Context:
@@ -231,6 +239,7 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         drift=any(attempt.drift for attempt in attempts),
         compactions=walk.compactions,
         instructions=list(walk.instructions.values()),
+        mcp=walk.mcp,
     )
 
 
@@ -254,6 +263,7 @@ class _Walk:
         self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
         self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
+        self.mcp: list[str] = []
 
     def fact(self, fact: Fact, line: int) -> None:
         self._line = line
@@ -274,6 +284,10 @@ class _Walk:
                 derivation = derive(fact.raw, attempt.adapterIdentity)
                 self.derivations[fact.attemptId] = derivation
                 attempt.response = _response(fact, line, derivation)
+            case McpFact() if fact.toolStartedId is not UNSET:
+                self.tools[fact.toolStartedId].mcp += mcp_lines(fact)
+            case McpFact():
+                self.mcp += mcp_lines(fact)
 
     def _entry(self, entry: Entry) -> None:
         match entry:
@@ -293,6 +307,8 @@ class _Walk:
                 tool = self.tools[entry.toolStartedId]
                 result = entry.result
                 tool.outcome = result.type if result.reason is UNSET else f"synthetic: {result.reason}"
+                if tool.mcp and isinstance(entry.message.content, str):
+                    tool.kept = entry.message.content
             case PreExecutionResultEntry():
                 self.context.append(entry.message)
                 self.synthetic.append(

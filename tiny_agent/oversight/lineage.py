@@ -344,6 +344,7 @@ class Omitted(msgspec.Struct):
 
     raw: int = 0
     seals: int = 0
+    mcp: int = 0
     steps_folded: int = 0
     attempts_dropped: int = 0
     usage_moved: int = 0
@@ -351,6 +352,8 @@ class Omitted(msgspec.Struct):
     def describe(self, lineage: str | None) -> str:
         """One line: what the v2 journal does not hold."""
         parts = [f"{self.raw} raw fact(s) (the responses as received)", f"{self.seals} seal fact(s)"]
+        if self.mcp:
+            parts.append(f"{self.mcp} mcp fact(s) (MCP messages as they crossed the wire)")
         if self.steps_folded:
             parts.append(
                 f"transport retries of {self.steps_folded} step(s) ({self.attempts_dropped} middle attempt(s) dropped, "
@@ -420,6 +423,9 @@ class V2Export:
             return None
         if kind == "seal":
             self.omitted.seals += 1
+            return None
+        if kind == "mcp":
+            self.omitted.mcp += 1
             return None
         if kind == "usage" and "attemptId" in fact:
             return self._usage(fact)

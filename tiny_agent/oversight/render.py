@@ -216,6 +216,16 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
             replay = f"{tool.replay} ({tool.replayKey})" if tool.replay else "not executed"
             tools.append([tool.toolName, tool.toolCallId, replay, tool.outcome])
         yield from _table(tools, indent="  ")
+        for tool in report.tools:
+            if tool.mcp:
+                yield f"  {tool.toolName} [{tool.toolCallId}] on the wire:"
+                yield from (f"    {line}" for line in tool.mcp)
+                kept = (tool.kept or "").replace("\n", " ⏎ ")
+                yield f"    kept in the transcript: {kept[:200] + '…' if len(kept) > 200 else kept}"
+    if report.mcp:
+        yield ""
+        yield "MCP sessions (start-up and shutdown)"
+        yield from (f"  {line}" for line in report.mcp)
     if report.instructions:
         yield ""
         yield "project instructions offered (docs/tools.md)"

@@ -35,6 +35,7 @@ from tiny_agent.journal.facts import (
     EntryFact,
     Fact,
     HeaderLine,
+    McpFact,
     OperationFinished,
     PreExecutionResultEntry,
     RawFact,
@@ -52,6 +53,7 @@ from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit, AuditReport, Settled, audit_chunks
 from tiny_agent.oversight.cost import Cost, price
+from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.oversight.verify import Verdict, verify_in
 from tiny_agent.providers.userconfig import ModelSettings
 from tiny_agent.stores.journal import facts_of, lines_of
@@ -148,6 +150,8 @@ class ToolView(msgspec.Struct):
     started: int | None = None
     finished: int | None = None
     result: Clip | None = None
+    mcp: list[str] = msgspec.field(default_factory=list)
+    """An MCP call's messages as they crossed the wire, one a line (the journal's ``mcp`` facts)."""
 
 
 class StepView(msgspec.Struct):
@@ -339,6 +343,8 @@ class _Walk:
                 return self._record(fact.record, fact.id, fact.timestamp)
             case RawFact():
                 self._raw(fact)
+            case McpFact() if fact.toolStartedId is not UNSET and fact.toolStartedId in self.tools:
+                self.tools[fact.toolStartedId].mcp += mcp_lines(fact)
         return True
 
     # -- entries ---------------------------------------------------------------------

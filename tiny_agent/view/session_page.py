@@ -18,7 +18,7 @@ from tiny_agent.oversight.audit import AttemptAudit
 from tiny_agent.oversight.cost import Cost, money, unpriced, unpriced_models
 from tiny_agent.oversight.render import usage_summary
 from tiny_agent.view.charts import Bar, bucketed, line_chart, percent, token_bars, usd
-from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView
+from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView, clip
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
 from tiny_agent.view.panels import attempt_panel, clip_block
 
@@ -398,6 +398,8 @@ def _tool(tool: ToolView) -> str:
     ]
     if tool.arguments.size:
         parts.append(clip_block("arguments", tool.arguments, open_=False))
+    if tool.mcp:
+        parts.append(clip_block("MCP exchange", clip("\n".join(tool.mcp), 20_000), open_=False))
     if tool.result is not None:
         parts.append(clip_block("result", tool.result, open_=False))
     parts.append("</div>")

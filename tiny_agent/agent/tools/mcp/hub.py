@@ -140,7 +140,9 @@ class McpTools:
 
     def attach(self, commit: Callable[[list[McpFact]], object], state: SessionState) -> None:
         """Journal through ``commit`` from now on (start-up messages first); recall "always" answers on record."""
-        self.commit = commit
+        if state.version < 3:
+            self.report("mcp: this is a v2 journal, which has no mcp facts: the MCP messages are not journaled")
+        self.commit = commit if state.version >= 3 else None
         for message in state.transcript:
             if type(message) is ToolMessage and isinstance(message.content, str) and message.content.startswith("[mcp "):
                 server, _, reason = message.content[5:].partition("]")[0].partition(": ")

@@ -154,7 +154,7 @@ def test_an_interrupt_right_after_the_run_is_accepted_is_reconciled(tmp_path: Pa
 def test_sigterm_during_a_tool_is_recorded_like_ctrl_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     driver, _ = _driver(tmp_path, [_fake(replies.read().body), _fake(replies.answer("never asked").body)])
 
-    def terminated(name, arguments):  # type: ignore[no-untyped-def]
+    def terminated(name, arguments, link=None):  # type: ignore[no-untyped-def]
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("SIGTERM should have stopped the tool")
 

@@ -259,6 +259,56 @@ def test_refusals_are_said_on_stderr_and_approvals_journaled(kit):
         tools.close()
 
 
+def test_an_always_answer_on_record_is_remembered(kit):
+    from types import SimpleNamespace
+
+    tools, _, _ = hub(everything(kit))
+    try:
+        earlier = ToolMessage(content="[mcp everything: approved by the user: always for this server]\nEcho: x", tool_call_id="c")
+        tools.attach(lambda facts: None, SimpleNamespace(version=3, transcript=[earlier]))
+        assert tools.execute("mcp__everything__echo", {"message": "y"}, None).ok
+    finally:
+        tools.close()
+
+
+def test_secrets_given_to_a_server_are_redacted_from_the_journal(kit):
+    from tiny_agent.agent.tools.mcp.hub import McpTools
+    from tiny_agent.providers.userconfig import McpServer
+
+    command, *args = everything(kit).split("=", 1)[1].split()
+    server = McpServer(name="e", command=command, args=tuple(args), env={"MY_TOKEN": "${TEST_MCP_SECRET}"}, allowed_tools=("*",))
+    tools = McpTools([server], environ={"TEST_MCP_SECRET": "s3cret-value-1234"})
+    found: list[McpFact] = []
+    tools.commit = found.extend
+    try:
+        shown = tools.execute("mcp__e__get-env", {}, None)
+    finally:
+        tools.close()
+    assert "s3cret-value-1234" in tools.secrets.values  # the loop redacts the result with these, as any tool's
+    assert shown.ok
+    journaled = msgspec.json.encode(found)
+    assert b"s3cret-value-1234" not in journaled and b"[REDACTED]" in journaled
+    assert any(m.redactions for fact in found for m in fact.messages if m.redactions is not msgspec.UNSET)
+    with pytest.raises(ConfigError, match=r"\$\{TEST_MCP_SECRET\}, which is not set"):
+        McpTools([server], environ={})
+
+
+def test_a_dead_server_fails_the_call_and_the_next_call_reconnects(kit):
+    tools, found, _ = hub(everything(kit), allow=["everything"])
+    try:
+        assert tools.execute("mcp__everything__echo", {"message": "one"}, None).ok
+        (server,) = [pid for pid in _children(os.getpid()) if "server-everything" in Path(f"/proc/{pid}/cmdline").read_text()]
+        os.kill(server, signal.SIGKILL)
+        dead = tools.execute("mcp__everything__echo", {"message": "two"}, None)
+        assert not dead.ok and "MCP server everything:" in dead.content
+        again = tools.execute("mcp__everything__echo", {"message": "three"}, None)
+        assert again.ok and again.content.endswith("Echo: three")
+    finally:
+        tools.close()
+    sent = [m.get("method") for m in wire_messages(found) if m["_direction"] == "send"]
+    assert sent.count("initialize") == 2
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -339,6 +389,26 @@ def test_conformance_client_scenarios(kit, tmp_path, scenario, checks):
     for check in checks:  # by id; client-sse-retry-timing is the suite's wall-clock threshold: reported, not asserted
         assert recorded.get(check) == "SUCCESS", (check, recorded)
     assert "FAILURE" not in {status for name, status in recorded.items() if name != "client-sse-retry-timing"}
+
+
+def test_tiny_agent_run_is_the_client_of_the_tools_call_scenario(kit, tmp_path):
+    """The suite starts `tiny-agent run ... --mcp URL` itself; a loopback model calls the scenario's tool."""
+    with LoopbackServer(ToolModel("mcp__localhost__add_numbers", {"a": 5, "b": 3})) as model:
+        command = f"{sys.executable} -m tiny_agent run add --allow-mcp localhost --mcp"
+        env = {key: value for key, value in os.environ.items() if not key.startswith("TINY_AGENT_")}
+        env.update(PYTHONPATH=str(PROJECT_ROOT), TINY_AGENT_BASE_URL=model.base_url, TINY_AGENT_MODEL="test/model",
+                   TINY_AGENT_CONFIG=str(tmp_path / "none.toml"), TINY_AGENT_SESSIONS_DIR=str(tmp_path / "sessions"))
+        (tmp_path / "none.toml").write_text("")
+        subprocess.run(
+            [kit["TINY_AGENT_MCP_NODE"], kit["TINY_AGENT_MCP_CONFORMANCE"], "client", "--command", command,
+             "--scenario", "tools_call", "-o", str(tmp_path / "out")],
+            cwd=tmp_path, env=env, capture_output=True, timeout=180,
+        )
+    (result,) = (tmp_path / "out").glob("tools_call-*/checks.json")
+    assert {check["id"]: check["status"] for check in json.loads(result.read_text())}["tool-add-numbers"] == "SUCCESS"
+    (path,) = (tmp_path / "sessions").glob("*.jsonl")
+    result_text = next(m.content for m in read_journal(path).transcript if type(m) is ToolMessage)
+    assert result_text.startswith("[mcp localhost: allowed by --allow-mcp localhost]\n") and "8" in result_text
 
 
 # -- whole runs -----------------------------------------------------------------------------------

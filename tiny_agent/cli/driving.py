@@ -140,6 +140,8 @@ def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None
     from tiny_agent.stores.files.store import open_store
 
     servers = servers_from_flags(options.mcp or [], load_user_config(os.environ).mcp if options.mcp else {})
+    if options.allow_mcp and not servers:
+        raise UsageError("--allow-mcp names a server given with --mcp; there is none")
     approve_mcp = None
     if servers:
         from tiny_agent.agent.tools.mcp.hub import terminal_approver as mcp_approver

@@ -29,7 +29,7 @@ from tiny_agent.errors import ConfigError, McpUnavailable
 from tiny_agent.journal.canonical import canonical_digest
 from tiny_agent.journal.facts import McpFact, McpMessage
 from tiny_agent.journal.ids import uuid7
-from tiny_agent.journal.redact import Secrets, redact_bytes, strip_url_credentials
+from tiny_agent.journal.redact import Secrets, redact_bytes, strip_url_credentials, url_secrets
 from tiny_agent.journal.state import SessionState
 from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 from tiny_agent.journal.transcript import ToolMessage
@@ -56,7 +56,7 @@ class _Server:
     def __init__(self, config: McpServer, portal: anyio.from_thread.BlockingPortal, environ: Mapping[str, str]) -> None:
         self.config = config
         self.log = WireLog()
-        self.secrets: list[str] = []
+        self.secrets: list[str] = url_secrets(config.url) if config.url else []
         where = f"MCP server {config.name}"
         env = {key: self._expand(value, environ, f"{where}: env {key}") for key, value in config.env.items()}
         headers = {key: self._expand(value, environ, f"{where}: header {key}") for key, value in config.headers.items()}

@@ -29,7 +29,8 @@ from tiny_agent.journal.facts import McpFact, decode_fact
 from tiny_agent.journal.transcript import SYNTHETIC_TEXTS, ToolMessage
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.providers.userconfig import parse_user_config
-from tiny_agent.stores.journal import facts, read_journal
+from tiny_agent.stores.files import disk
+from tiny_agent.stores.journal import facts_of, read_journal
 
 KIT = Path(os.environ.get("TINY_AGENT_MCP_KIT") or Path.home() / ".cache/tiny-agent-ci/mcp") / "paths.json"
 
@@ -454,7 +455,7 @@ def journal(workspace: Path) -> Path:
 
 
 def mcp_facts(path: Path) -> list[McpFact]:
-    return [fact for _, line in facts(path) for fact in line if isinstance(fact, McpFact)]
+    return [fact for _, line in facts_of(disk.file_chunks(path)) for fact in line if isinstance(fact, McpFact)]
 
 
 def test_a_model_calls_a_real_servers_tool_and_the_journal_replays_audits_and_verifies(kit, workspace):

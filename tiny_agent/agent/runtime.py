@@ -205,7 +205,7 @@ def build_runtime(
     allow_mcp: Sequence[str] = (),
     approve_mcp: McpApprover | None = None,
 ) -> Runtime:
-    """The runtime for a session driven from ``cwd`` against ``endpoint``, offering ``instructions`` (MCP servers started here)."""
+    """The runtime for a session driven from ``cwd`` against ``endpoint``, offering ``instructions``; MCP servers start here."""
     mcp: McpTools | None = None
     if mcp_servers:
         from tiny_agent.agent.tools.mcp.hub import McpTools  # the SDK's import costs ~0.5 s: only when used

@@ -151,24 +151,3 @@ def output_options() -> dict[str, object]:
 
 def summary_prompt_digest() -> str:
     return canonical_digest(SUMMARY_PROMPT)
-
-
-def is_context_length_error(status: int, text: str) -> bool:
-    """A provider's way of saying the prompt does not fit (OpenAI, Anthropic, OpenRouter, vLLM, llama.cpp...)."""
-    if status not in (400, 413, 422):
-        return False
-    lowered = text.lower()
-    return any(marker in lowered for marker in _CONTEXT_MARKERS)
-
-
-_CONTEXT_MARKERS: Final = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context length",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "exceeds the context",
-    "input is too long",
-    "reduce the length",
-)

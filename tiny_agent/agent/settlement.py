@@ -23,10 +23,11 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent.agent.compaction import CONTEXT_LENGTH_EXCEEDED, is_context_length_error
+from tiny_agent.agent.compaction import CONTEXT_LENGTH_EXCEEDED
 from tiny_agent.fold.contract import is_blank
 from tiny_agent.journal.facts import RawResponse
 from tiny_agent.journal.transcript import AssistantMessage, StopReason, Usage
+from tiny_agent.wire.context_errors import context_error
 from tiny_agent.wire.registry import API, parse_adapter_identity
 from tiny_agent.wire.seam import Accepted, Change, Outcome, Reject, Rejected, decode_body
 from tiny_agent.wire.sse import looks_like_sse
@@ -54,6 +55,8 @@ class Derivation(msgspec.Struct, frozen=True):
     stream: StreamFacts | None = None
     changes: list[Change] = msgspec.field(default_factory=list)
     """What each adapter changed, in order."""
+    body: Any = None
+    """The decoded body the seam read (a stream's reassembled or partial body); None when there was none."""
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -71,18 +74,19 @@ def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
     identity = parse_adapter_identity(adapter_identity)
     api = API[identity.api]
     stream: StreamFacts | None = None
+    value: Any = None
 
     def derived(outcome: Outcome, changes: list[Change] | None = None) -> Derivation:
-        return Derivation(identity.api, identity.adapters, identity.recognised, outcome, stream, changes or [])
+        return Derivation(identity.api, identity.adapters, identity.recognised, outcome, stream, changes or [], value)
 
     body = raw.body if raw.body is not UNSET else base64.b64decode(raw.bodyBase64 or "")
     if looks_like_sse(body):
         # Only a stream's bytes up to [DONE] need be UTF-8: a stream kept in base64 may still stand.
         reassembly = api.reassemble(body)
         stream = StreamFacts(reassembly.event_count, reassembly.byte_size, reassembly.not_carried, reassembly.problem)
+        value = reassembly.body
         if reassembly.problem is not None:
-            return derived(api.rejected(reassembly.problem, reassembly.body))
-        value: Any = reassembly.body
+            return derived(api.rejected(reassembly.problem, value))
     elif isinstance(body, bytes):
         return derived(api.rejected("the response body is not UTF-8 text"))
     else:
@@ -118,12 +122,14 @@ def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
         return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
     if not 200 <= raw.status < 300:
         text = "" if raw.body is UNSET else raw.body
-        code = CONTEXT_LENGTH_EXCEEDED if is_context_length_error(raw.status, text) else "http_error"
+        code = CONTEXT_LENGTH_EXCEEDED if context_error(raw.status, derivation.body, text) else "http_error"
         return Settlement(usage=outcome.usage, failure=(code, f"HTTP {raw.status}: {_error_detail(text, outcome)}"))
     if raw.incomplete is not UNSET:
         return Settlement(usage=outcome.usage, failure=("incomplete_response", f"the response ended early: {raw.incomplete}"))
     if not isinstance(outcome, Accepted):
-        return Settlement(usage=outcome.usage, failure=("rejected_response", outcome.reason))
+        # A stream that had begun can still end by saying the prompt did not fit (Responses' response.failed).
+        full = derivation.stream is not None and context_error(raw.status, derivation.body) is not None
+        return Settlement(usage=outcome.usage, failure=(CONTEXT_LENGTH_EXCEEDED if full else "rejected_response", outcome.reason))
     message = outcome.message
     if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
         return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))

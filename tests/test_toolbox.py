@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from tiny_agent.agent.tools.toolbox import (
     DIFF_WIDTH_LIMIT,
     READ_LIMIT,
     ApprovalDecision,
+    TerminalApprover,
     ToolBox,
     WriteProposal,
     ask_on_terminal,
@@ -278,6 +280,7 @@ PROPOSAL = WriteProposal(path="a.txt", exists=True, size_before=4, size_after=4,
         ("\n", False, "the user declined"),
         ("n\n", False, "the user declined"),
         ("sure\n", False, "the user declined"),
+        ("a\n", True, "approved by the user, always for this session"),
         ("", False, "the terminal closed before an answer"),
     ],
 )
@@ -287,7 +290,7 @@ def test_the_terminal_approver_reads_y_or_no(typed: str, approved: bool, reason:
     assert decision == ApprovalDecision(approved=approved, reason=reason)
     assert shown.getvalue().startswith(
         "tiny-agent: the model asks to replace a.txt (4 bytes now, 4 bytes after)\n--- a/a.txt\n+++ b/a.txt\n-old\n+new\n"
-        "Write a.txt? [y/N] "
+        "Write a.txt? [y/N, a: always for this session] "
     )
 
 
@@ -337,7 +340,17 @@ def test_a_terminal_gets_the_terminal_approver(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
     monkeypatch.setattr("sys.stderr", Terminal())
-    assert terminal_approver() is ask_on_terminal
+    approver = terminal_approver()
+    assert isinstance(approver, TerminalApprover)
+    monkeypatch.setattr("sys.stdin", Terminal("n\na\nn\n"))
+    reasons = [approver(PROPOSAL).reason for _ in range(4)]
+    assert reasons == [
+        "the user declined",
+        "approved by the user, always for this session",
+        "approved: the user said always for this session",
+        "approved: the user said always for this session",
+    ]
+    assert sys.stdin.read() == "n\n"
 
 
 # -- bash without the sandbox ------------------------------------------------------------------

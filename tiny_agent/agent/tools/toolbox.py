@@ -413,27 +413,50 @@ def _visible(character: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+ALWAYS: Final = "approved by the user, always for this session"
+
+
 def ask_on_terminal(proposal: WriteProposal, *, answers: TextIO | None = None, prompts: TextIO | None = None) -> ApprovalDecision:
-    """Show ``proposal`` on ``prompts`` (stderr) and read y/N from ``answers`` (stdin); anything but yes declines."""
+    """Show ``proposal`` on ``prompts`` (stderr) and read y/N/a from ``answers`` (stdin); anything else declines."""
     answers = sys.stdin if answers is None else answers
     prompts = sys.stderr if prompts is None else prompts
     prompts.write(render_proposal(proposal) + "\n")
-    prompts.write(f"Write {printable(proposal.path)}? [y/N] ")
+    prompts.write(f"Write {printable(proposal.path)}? [y/N, a: always for this session] ")
     prompts.flush()
     line = answers.readline()
     if not line:
         prompts.write("\n")
         return ApprovalDecision(approved=False, reason="the terminal closed before an answer")
-    if line.strip().lower() in ("y", "yes"):
+    answer = line.strip().lower()
+    if answer in ("y", "yes"):
         return ApprovalDecision(approved=True, reason="approved by the user")
+    if answer in ("a", "always"):
+        return ApprovalDecision(approved=True, reason=ALWAYS)
     return ApprovalDecision(approved=False, reason="the user declined")
 
 
+class TerminalApprover:
+    """Asks on the terminal until the user answers ``always``; then approves the session's writes without asking.
+
+    Each decision's reason goes into its tool result, so the journal says which writes were approved how.
+    """
+
+    def __init__(self) -> None:
+        self.always = False
+
+    def __call__(self, proposal: WriteProposal) -> ApprovalDecision:
+        if self.always:
+            return ApprovalDecision(approved=True, reason="approved: the user said always for this session")
+        decision = ask_on_terminal(proposal)
+        self.always = decision.reason == ALWAYS
+        return decision
+
+
 def terminal_approver() -> Approver | None:
-    """:func:`ask_on_terminal` when stdin and stderr are both terminals; None otherwise (writes are refused)."""
+    """A :class:`TerminalApprover` when stdin and stderr are both terminals; None otherwise (writes are refused)."""
     if sys.stdin is None or sys.stderr is None or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return None
-    return ask_on_terminal
+    return TerminalApprover()
 
 
 # -- processes ----------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def one_line(err: str) -> str:
 
 
 def run(capsys, server: LoopbackServer, *flags: str, prompt: str = "go") -> tuple[int, str, str]:
-    base = ["--base-url", server.base_url, "--model", "m", "--durability", "process", "--retries", "1", "--no-stream"]
+    base = ["--base-url", server.base_url, "--model", "m", "--durability", "process", "--retries", "0", "--no-stream"]
     return call(capsys, "run", prompt, *base, *flags)
 
 
@@ -96,7 +96,7 @@ def test_an_echoed_key_reaches_no_file_and_no_terminal(capsys, workspace: Path, 
 def test_base_url_credentials_never_reach_the_journal(capsys, workspace: Path) -> None:
     with LoopbackServer([replies.answer("hi")]) as server:
         url = server.base_url.replace("http://", "http://user:hunter2-secret-value@") + "?api_key=qwertyuiop-secret-12345"
-        code, _, err = call(capsys, "run", "go", "--base-url", url, "--model", "m", "--no-stream", "--retries", "1")
+        code, _, err = call(capsys, "run", "go", "--base-url", url, "--model", "m", "--no-stream", "--retries", "0")
     assert code == 0, err
     (path,) = sessions_of(workspace)
     text = path.read_text()
@@ -322,7 +322,7 @@ def _journals_from_every_path(capsys, workspace: Path, monkeypatch) -> list[byte
     monkeypatch.setenv("TINY_AGENT_API_KEY", SECRET)
     for flags, script in scripts.values():
         with LoopbackServer(script) as server:
-            call(capsys, "run", "go", "--base-url", server.base_url, "--model", "m", "--retries", "2", "--retry-wait", "0.01", *flags)
+            call(capsys, "run", "go", "--base-url", server.base_url, "--model", "m", "--retries", "1", "--retry-wait", "0.01", *flags)
         written.append(sessions_of(workspace)[-1].read_bytes())
         for path in sessions_of(workspace):
             path.unlink()

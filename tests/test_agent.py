@@ -55,7 +55,7 @@ def workspace(tmp_path, monkeypatch, store) -> Path:
 
 def run_prompt(capsys, server: LoopbackServer, *extra: str, prompt: str = "What is this project?") -> tuple[int, str, str]:
     """One run against the loopback server, without transport retries (tests of retries pass --retries)."""
-    flags = ["--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "1"]
+    flags = ["--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "0"]
     return call(capsys, "run", prompt, *flags, *extra)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 import replies
 from conftest import PROJECT_ROOT
 
+from tiny_agent.journal.transcript import ToolMessage
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.stores.journal import read_journal
 
@@ -90,7 +92,7 @@ def _env(home: Path) -> dict[str, str]:
 def test_chat_runs_each_line_and_answers_slash_commands(home: Path) -> None:
     script = [replies.answer("Hello there."), replies.read(), replies.answer("It is an example.")]
     with LoopbackServer(script) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "1"]
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
         terminal = Terminal(args, home / "work", _env(home))
         terminal.read_until("› ".encode())
         terminal.type("hi\n")
@@ -116,7 +118,7 @@ def test_chat_runs_each_line_and_answers_slash_commands(home: Path) -> None:
 def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
     slow = Reply(body=replies.answer("too late").body, delay=30)
     with LoopbackServer([slow, replies.answer("Still here.")]) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "1"]
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
         terminal = Terminal(args, home / "work", _env(home))
         terminal.read_until("› ".encode())
         terminal.type("take your time\n")
@@ -134,3 +136,107 @@ def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
     text = journal.read_text()
     assert '"outcome":"aborted"' in text
     assert '"outcome":"completed"' in text
+
+
+ABORT_NOTICE = re.compile(rb"(\n|\r\x1b\[K)\xc2\xb7 abort requested")
+"""The notice begins a line of its own: after a newline, or on the wait's line once it is cleared."""
+
+
+def test_the_abort_notice_starts_its_own_line_after_streamed_text(home: Path) -> None:
+    stalled = replies.stream("chat", replies.text_answer("Streaming a long answer, word by word, " * 20), stall_after=600, stall_for=30)
+    with LoopbackServer([stalled, replies.answer("Still here.")]) as server:
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "-m", "m", "--retries", "0", "--stream"]
+        terminal = Terminal(args, home / "work", _env(home))
+        terminal.read_until("› ".encode())
+        terminal.type("go\n")
+        terminal.read_until(b"Streaming a long")
+        terminal.type("\x03")
+        terminal.read_until(b"aborted")
+        terminal.read_until("› ".encode())
+        terminal.type("/exit\n")
+        assert terminal.close() == 0
+    assert ABORT_NOTICE.search(terminal.seen), terminal.seen.decode(errors="replace")
+
+
+def test_slash_commands(home: Path) -> None:
+    script = [replies.answer("One."), replies.answer("Two."), replies.answer("The summary."), replies.answer("Fresh.")]
+    with LoopbackServer(script) as server:
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "-m", "m", "--retries", "0"]
+        terminal = Terminal(args, home / "work", _env(home))
+        terminal.read_until("› ".encode())
+        terminal.type("/help\n")
+        for command in ("/help", "/model", "/clear", "/compact", "/cost", "/tools", "/replay", "/audit", "/exit"):
+            terminal.read_until(command.encode())
+        terminal.read_until("› ".encode())
+        terminal.type("first\n")
+        terminal.read_until(b"One.")
+        terminal.read_until("› ".encode())
+        terminal.type("/model other\n")
+        terminal.read_until(b"the next turn asks other")
+        terminal.read_until("› ".encode())
+        terminal.type("second\n")
+        terminal.read_until(b"Two.")
+        terminal.read_until("› ".encode())
+        terminal.type("/compact mention the numbers\n")
+        terminal.read_until(b"compacted: the context went from 4 messages to")
+        terminal.read_until("› ".encode())
+        terminal.type("/cost\n")
+        terminal.read_until(b"cache hit rate")
+        terminal.read_until(b"cost: ")
+        terminal.read_until("› ".encode())
+        terminal.type("/tools\n")
+        terminal.read_until(b"read ")
+        terminal.read_until("› ".encode())
+        terminal.type("/audit\n")
+        terminal.read_until(b"totals")
+        terminal.read_until("› ".encode())
+        terminal.type("/clear\n")
+        terminal.read_until(b"new session ")
+        terminal.read_until("› ".encode())
+        terminal.type("third\n")
+        terminal.read_until(b"Fresh.")
+        terminal.read_until("› ".encode())
+        terminal.type("/replay\n")
+        terminal.read_until(b"#1 user")
+        terminal.read_until("› ".encode())
+        terminal.type("/nosuch\n")
+        terminal.read_until(b"unknown command /nosuch; /help lists them")
+        terminal.read_until("› ".encode())
+        terminal.type("/exit\n")
+        assert terminal.close() == 0
+        models = [request.body["model"] for request in server.requests]
+        summary_request = server.requests[2].body["messages"][-1]["content"]
+    assert models == ["m", "other", "other", "other"]
+    assert summary_request.endswith("\n\nmention the numbers")
+    first, second = sorted((home / "sessions").glob("*.jsonl"), key=lambda path: read_journal(path).runCount, reverse=True)
+    state = read_journal(first)
+    assert state.sealed and state.runCount == 2
+    assert state.lastSnapshot is not None and "other" in state.lastSnapshot.routingIdentity
+    assert '"type":"compactionStarted"' in first.read_text()
+    assert [message.content for message in read_journal(second).transcript] == ["third", "Fresh."]
+    handle = re.search(rb"new session ([0-9a-f]+)", terminal.seen)[1].decode()  # type: ignore[index]
+    assert read_journal(second).header.id.rsplit("-", 1)[1].startswith(handle)
+
+
+def test_a_write_approved_always_is_not_asked_again(home: Path) -> None:
+    write_a = replies.calls(("write", '{"path":"a.txt","content":"A\\n"}'))
+    write_b = replies.calls(("write", '{"path":"b.txt","content":"B\\n"}'))
+    with LoopbackServer([write_a, write_b, replies.answer("Both written.")]) as server:
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "-m", "m", "--retries", "0"]
+        terminal = Terminal(args, home / "work", _env(home))
+        terminal.read_until("› ".encode())
+        terminal.type("write two files\n")
+        terminal.read_until(b"Write a.txt? [y/N, a: always for this session] ")
+        terminal.type("a\n")
+        terminal.read_until(b"Both written.")
+        terminal.read_until("› ".encode())
+        terminal.type("/exit\n")
+        assert terminal.close() == 0
+    assert b"Write b.txt?" not in terminal.seen
+    assert (home / "work" / "a.txt").read_text() == "A\n" and (home / "work" / "b.txt").read_text() == "B\n"
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    results = [message.content for message in read_journal(journal).transcript if isinstance(message, ToolMessage)]
+    assert results == [
+        "wrote 2 bytes to a.txt (approved by the user, always for this session)",
+        "wrote 2 bytes to b.txt (approved: the user said always for this session)",
+    ]

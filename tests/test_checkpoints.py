@@ -487,7 +487,7 @@ def test_run_with_a_session_continues_it_from_its_checkpoint(tmp_path, capsys, m
     cli(capsys, "replay", str(path), "--json", *directory)
     restores = Restores(monkeypatch)
     with LoopbackServer([replies.answer("and more")]) as server:
-        flags = ("--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "1")
+        flags = ("--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "0")
         code, out, err = cli(capsys, "run", "anything else?", "--session", str(path), *flags, *directory)
     assert code == 0, err
     assert out == "and more\n"

@@ -62,7 +62,7 @@ class LongTaskModel:
 
 
 def run(capsys, server: LoopbackServer, *flags: str, prompt: str = "Read the README many times.") -> tuple[int, str, str]:
-    base = ["--base-url", server.base_url, "--model", "m", "--durability", "process", "--no-stream", "--retries", "1"]
+    base = ["--base-url", server.base_url, "--model", "m", "--durability", "process", "--no-stream", "--retries", "0"]
     return call(capsys, "run", prompt, *base, *flags)
 
 
@@ -161,7 +161,7 @@ def test_a_crash_at_any_point_of_a_compaction_is_recovered(workspace: Path, poin
     with LoopbackServer(script) as server:
         flags = ["--base-url", server.base_url, "--model", "m", "--no-stream"]
         for prompt in ("first", "second"):
-            done = subprocess.run([sys.executable, "-m", "tiny_agent", "run", prompt, *flags, "--continue" if prompt == "second" else "--retries=1"],
+            done = subprocess.run([sys.executable, "-m", "tiny_agent", "run", prompt, *flags, "--continue" if prompt == "second" else "--retries=0"],
                                   cwd=workspace, env=env, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
         path = only_session(workspace)

@@ -342,7 +342,7 @@ def test_run_with_a_session_continues_it_from_its_checkpoint_row(pg_url, tmp_pat
     cli(capsys, "replay", session_id, "--json", "--store", pg_url)
     restores = Restores(monkeypatch)
     with LoopbackServer([replies.answer("and more")]) as server:
-        flags = ("--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "1")
+        flags = ("--base-url", server.base_url, "--model", "test/model", "--durability", "process", "--retries", "0")
         code, out, err = cli(capsys, "run", "anything else?", "--session", session_id, *flags, "--store", pg_url)
     assert code == 0, err
     assert out == "and more\n"

@@ -142,7 +142,7 @@ def test_report_counts_this_directorys_sessions_by_day(root: Path) -> None:
     code, out, err = report(root)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("usage by day: 1 sessions (sessions made in ")
+    assert lines[0].startswith("usage by day: 1 session (sessions made in ")
     head = lines[1].split()
     assert head[:8] == ["day", "sessions", "runs", "completed", "failed", "aborted", "open", "attempts"]
     total = lines[-3].split() if "no price" in out else lines[-1].split()

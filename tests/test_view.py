@@ -302,7 +302,7 @@ def test_panels_show_adapters_an_early_end_and_redactions(tmp_path: Path) -> Non
             code, _, err = run(server, "and the key?", "--session", str(journal), "--no-stream")
         assert code == 0, err
         with LoopbackServer([cut]) as server:
-            code, _, err = run(server, "again", "--session", str(journal), "--stream", "--retries", "1")
+            code, _, err = run(server, "again", "--session", str(journal), "--stream", "--retries", "0")
         assert code == 1, err
     view = build_view(journal, handle="", prices={})
     html = session_page(view)

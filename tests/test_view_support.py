@@ -139,7 +139,7 @@ def make_hostile(root: Path) -> Path:
         path = only_session(root)
         failure = Reply(status=500, body=json.dumps({"error": {"message": HOSTILE}}).encode())
         with LoopbackServer([failure]) as server:
-            code, _, err = run(server, "Again", "--session", str(path), "--no-stream", "--retries", "1", model=HOSTILE_MODEL)
+            code, _, err = run(server, "Again", "--session", str(path), "--no-stream", "--retries", "0", model=HOSTILE_MODEL)
         assert code == 1, err
     return path
 

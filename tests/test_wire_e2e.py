@@ -105,7 +105,7 @@ def test_a_quirky_provider_works_under_its_profile(capsys, workspace: Path, fixt
 def test_without_the_profile_a_quirky_body_is_still_rejected(capsys, workspace: Path, fixture: str, provider: str) -> None:
     body = (WIRE / f"{fixture}.json").read_bytes()
     with LoopbackServer([Reply(body=body)]) as server:
-        code, _, err = run(capsys, server, "--provider", "custom", "--no-stream", "--retries", "1")
+        code, _, err = run(capsys, server, "--provider", "custom", "--no-stream", "--retries", "0")
     assert code == 1
     assert "FAILED:" in err
 
@@ -169,7 +169,7 @@ def test_a_rate_limit_with_retry_after_then_success(capsys, workspace: Path) -> 
 def test_503_three_times_exhausts_the_attempts(capsys, workspace: Path) -> None:
     script = [replies.failure("chat", 503), replies.failure("chat", 503), replies.failure("chat", 503)]
     with LoopbackServer(script) as server:
-        code, _, err = run(capsys, server, "--no-stream", "--retries", "3")
+        code, _, err = run(capsys, server, "--no-stream", "--retries", "2")
     assert code == 1
     assert server.request_count == 3
     assert "HTTP 503" in err
@@ -197,7 +197,7 @@ def test_503_three_times_exhausts_the_attempts(capsys, workspace: Path) -> None:
 def test_an_error_body_that_is_not_json_is_shown_by_its_start(capsys, workspace: Path, body: bytes, shown: str) -> None:
     reply = Reply(status=503, body=body, content_type="text/plain")
     with LoopbackServer([reply]) as server:
-        code, _, err = run(capsys, server, "--no-stream", "--retries", "1")
+        code, _, err = run(capsys, server, "--no-stream", "--retries", "0")
     assert code == 1
     assert f"FAILED: {shown} (attempts exhausted: 1 of 1)" in err
     path = only_session(workspace)
@@ -216,7 +216,7 @@ def test_a_client_error_is_not_retried_and_its_body_is_shown(capsys, workspace: 
 
 def test_a_timeout_names_the_limit_and_how_to_raise_it(capsys, workspace: Path) -> None:
     with LoopbackServer([Reply(body=b"{}", delay=3)]) as server:
-        code, _, err = run(capsys, server, "--no-stream", "--retries", "1", "--read-timeout", "0.5")
+        code, _, err = run(capsys, server, "--no-stream", "--retries", "0", "--read-timeout", "0.5")
     assert code == 1
     assert "no response bytes for 0.5 s" in err and "--read-timeout" in err
 
@@ -263,7 +263,7 @@ def test_a_streamed_run_journals_exactly_the_bytes_sent(capsys, workspace: Path,
 def test_a_stream_cut_off_is_journaled_and_fails_the_step(capsys, workspace: Path) -> None:
     cut = replies.stream("chat", replies.text_answer(), seed=4, break_off_after=60)
     with LoopbackServer([cut]) as server:
-        code, _, err = run(capsys, server, "--stream", "--retries", "1")
+        code, _, err = run(capsys, server, "--stream", "--retries", "0")
     assert code == 1
     path = only_session(workspace)
     ((_, raw),) = list(raw_facts(path))

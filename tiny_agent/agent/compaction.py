@@ -133,10 +133,11 @@ def _turn_boundaries(messages: Sequence[Message]) -> list[int]:
     return boundaries
 
 
-def summary_messages(active_context: Sequence[Message], retained: int) -> list[Message]:
-    """What the summary request sends: the compacted part of the active context, then the instruction."""
+def summary_messages(active_context: Sequence[Message], retained: int, instructions: str = "") -> list[Message]:
+    """What the summary request sends: the compacted part of the active context, then the instruction (and the user's)."""
     compacted = list(active_context[: len(active_context) - retained])
-    return [*compacted, UserMessage(content=SUMMARY_INSTRUCTION)]
+    instruction = f"{SUMMARY_INSTRUCTION}\n\n{instructions}" if instructions else SUMMARY_INSTRUCTION
+    return [*compacted, UserMessage(content=instruction)]
 
 
 def output_options() -> dict[str, object]:

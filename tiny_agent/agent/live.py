@@ -59,6 +59,16 @@ class TerminalDisplay:
             self._out.flush()
             self._line_open = False
 
+    def interrupted(self) -> None:
+        """Ctrl-C: end the line the terminal echoed ``^C`` on (the streamed text's, or the wait's, which is cleared)."""
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None and ticker.stop():
+            return
+        stream = self._out if self._line_open else self._err
+        stream.write("\n")
+        stream.flush()
+        self._line_open = False
+
     def _show(self, shown: ShownText | ShownToolCall) -> None:
         if self._ticker is not None:
             self._ticker.stop()
@@ -97,14 +107,16 @@ class _Ticker:
             self._err.flush()
             self._drawn = True
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Stop redrawing; True if the line was drawn (it is cleared)."""
         if self._stopped.is_set():
-            return
+            return False
         self._stopped.set()
         self._thread.join(timeout=2)
         if self._drawn:
             self._err.write("\r\033[K")
             self._err.flush()
+        return self._drawn
 
 
 def _view_for(api: str) -> _View:

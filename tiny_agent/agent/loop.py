@@ -91,11 +91,15 @@ class DriveResult(msgspec.Struct):
 class Driver:
     """Drives one session's journal to idle (or to a block)."""
 
-    def __init__(self, writer: JournalWriter, runtime: Runtime, report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, writer: JournalWriter, runtime: Runtime, report: Callable[[str], None] | None = None, *, verbose: bool = False
+    ) -> None:
         self.writer = writer
         self.runtime = runtime
         runtime.attach(lambda facts: self._commit(facts, "mcp"), writer.state)
         self.report = report or (lambda line: None)
+        self.verbose = verbose
+        """Progress lines name steps, entries and responses by id (else by their number in the run)."""
         self.stopped_by: Signal | None = None
         self._reconciling = False
         self._phase: tuple[Literal["model", "tool", "compact"], str | None] = ("model", None)
@@ -140,7 +144,8 @@ class Driver:
         if cut is None:
             self.report("nothing to compact: the retained messages would be all of them")
             return DriveResult(status="idle")
-        self.report(f"compacting: {len(cut.compacted)} messages into a summary, {len(cut.retained)} kept verbatim")
+        compacted = f"{len(cut.compacted)} message{'' if len(cut.compacted) == 1 else 's'}"
+        self.report(f"compacting: {compacted} into a summary, {len(cut.retained)} kept verbatim")
         return self._phase_loop(lambda: self._commit(transactions.begin_compaction(self.state, cut), "compaction-started"))
 
     def abort(self) -> None:
@@ -223,7 +228,7 @@ class Driver:
         if type(plan) is Blocked:
             return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
         if not self._settles_own_response(plan):
-            self.report(explain(plan, state))
+            self.report(explain(plan, state, verbose=self.verbose))
         self._act(plan)
         return None
 
@@ -482,6 +487,9 @@ class Driver:
             self.report("  (already stopping: reconciling the journal first)")
             return
         self.stopped_by = "terminate" if signum == signal.SIGTERM else "interrupt"
+        display = self.runtime.display
+        if display is not None and self.stopped_by == "interrupt":
+            display.interrupted()  # the notice starts a line of its own, not after the streamed text and the ^C
         self._request_abort()
         raise KeyboardInterrupt
 

@@ -491,15 +491,19 @@ def _short_digest(digest: str) -> str:
     return digest[:19] + "…" if len(digest) > 20 else digest
 
 
-def explain(plan: Plan, state: SessionState) -> str:
-    """One line for people: what the plan does and why."""
+def explain(plan: Plan, state: SessionState, *, verbose: bool = False) -> str:
+    """One line for people: what the plan does and why (steps by their number in the run; ids only when verbose)."""
     match plan:
         case Finish():
             return _explain_finish(plan, state)
         case StartStep() if plan.attempt > 1:
-            return f"retry step {plan.stepId} (attempt {plan.attempt}): the previous attempt got no usable answer"
+            step = "the summary" if plan.stepKind == "compaction" else f"step {state.runSteps}"
+            ids = f" {plan.stepId}," if verbose else ""
+            return f"retry {step} ({ids}attempt {plan.attempt}): the previous attempt got no usable answer"
         case StartStep():
-            return f"ask the model ({plan.stepKind} step, context through {plan.contextThroughEntryId})"
+            step = "the summary" if plan.stepKind == "compaction" else f"step {state.runSteps + 1} of the run"
+            ids = f", context through {plan.contextThroughEntryId}" if verbose else ""
+            return f"ask the model ({step}{ids})"
         case StartTool() if plan.mode == "replay":
             return f"run {plan.toolName} again (call {plan.toolIndex}): its outcome is unknown and it is safe to replay"
         case StartTool():
@@ -509,8 +513,10 @@ def explain(plan: Plan, state: SessionState) -> str:
             return f"answer tool calls without running them ({reasons})"
         case CloseAttempt():
             return "close the open model attempt as aborted (an abort was requested)"
-        case SettleFromRaw():
+        case SettleFromRaw() if verbose:
             return f"settle attempt {plan.attemptId} from its stored response {plan.rawId} (no new provider request)"
+        case SettleFromRaw():
+            return "settle the open attempt from its stored response (no new provider request)"
         case Blocked():
             return f"blocked, {describe_block(plan.reason)}"
 

@@ -68,6 +68,8 @@ class CompactionPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Compact before a request whose estimated context passes this share of the window."""
     keep: int = compaction.DEFAULT_KEEP
     """Messages kept verbatim after the summary."""
+    instructions: str = ""
+    """What the summary should attend to, added to its instruction (chat's ``/compact TEXT``)."""
 
     @property
     def budget(self) -> int | None:
@@ -85,6 +87,8 @@ class Display(Protocol):
     def model_bytes(self, chunk: bytes) -> None: ...
 
     def model_finished(self) -> None: ...
+
+    def interrupted(self) -> None: ...
 
 
 class Runtime:
@@ -161,7 +165,7 @@ class Runtime:
         build = API[self.api].request
         if isinstance(state.operation, CompactionOperation):
             retained = len(state.pendingCut.retained) if state.pendingCut is not None else 0
-            messages = compaction.summary_messages(state.activeContext, retained)
+            messages = compaction.summary_messages(state.activeContext, retained, self.compacting.instructions)
             return build(configuration.model, configuration.prompt, messages, [], options)
         return build(configuration.model, configuration.prompt, state.activeContext, self.toolbox.specs(), options)
 

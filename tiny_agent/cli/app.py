@@ -20,7 +20,10 @@ from tiny_agent.cli.basics import die, exit_for, interrupted
 from tiny_agent.cli.declarations import COMMANDS, Arg, Command, Param, body_of, build, parameters
 from tiny_agent.errors import EXIT_OK, EXIT_USAGE
 
-HELP = "An event-sourced session journal for LLM agents: run, replay, audit and resume sessions."
+HELP = (
+    "An event-sourced session journal for LLM agents: run, replay, audit and resume sessions.\n\n"
+    '`tiny-agent "PROMPT" [OPTIONS]` is `tiny-agent run "PROMPT" [OPTIONS]`.'
+)
 
 
 def _plain_help() -> None:

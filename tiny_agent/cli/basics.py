@@ -111,11 +111,31 @@ class Found:
     def state(self) -> SessionState:
         return self.fold().state
 
+    @property
+    def handle(self) -> str:
+        return handle_of(self.store, self.session.id, self.session.path)
+
     def size(self) -> int:
         try:
             return self.store.size(self.session)
         except OSError as error:
             raise os_error(error, self.name) from None
+
+
+def handle_of(store: Store, session_id: str, path: Path | None) -> str:
+    """A session's handle: the shortest unique prefix (4 to 8 hex digits) of its id's last group among the
+    sessions of its store, or, for a journal file outside the store, among the journals of its directory."""
+    from tiny_agent.stores.base import shortest_handles
+    from tiny_agent.stores.files.disk import list_journals, session_id_of
+    from tiny_agent.stores.files.store import FileStore
+
+    if path is None or (isinstance(store, FileStore) and path.parent.resolve() == store.directory.resolve()):
+        return store.handle(session_id)
+    try:
+        ids = {session_id_of(journal) for journal in list_journals(path.parent)} | {session_id}
+    except OSError:
+        ids = {session_id}
+    return shortest_handles(sorted(known for known in ids if known))[session_id]
 
 
 def print_json(value: object) -> None:

@@ -1,128 +1,195 @@
-"""``tiny-agent chat``: an interactive loop on one session, each line a run.
+"""``tiny-agent chat``: an interactive loop on one session, each line a run, and slash commands.
 
 The session's writer is held for the whole chat (another process cannot
 write it meanwhile).  Each line is one run, driven by the same loop as
 ``run``: Ctrl-C during a run aborts that run durably and returns to the
 prompt; Ctrl-C at the prompt clears the line; Ctrl-D (or ``/exit``) leaves,
-and the journal is sealed on the way out.
+and the journal is sealed on the way out.  ``/help`` lists the slash commands.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from tiny_agent.cli.basics import Found, Where, progress
-from tiny_agent.cli.driving import start
-from tiny_agent.cli.writing import handle_of
+from tiny_agent.cli.driving import Started, runtime_for, start
+from tiny_agent.cli.settings import durability_of, endpoint_for, recorded_target
+from tiny_agent.cli.writing import new_session, writer_handle
+from tiny_agent.oversight.render import counted
 
 if TYPE_CHECKING:
-    from tiny_agent.agent.live import TerminalDisplay
-    from tiny_agent.agent.loop import DriveResult, Runtime
-    from tiny_agent.cli.declarations import Chat
-    from tiny_agent.stores.journal import JournalWriter
+    from tiny_agent.agent.loop import DriveResult
+    from tiny_agent.cli.declarations import Chat, Drive
 
 PROMPT: Final = "› "
-COMMANDS: Final = {
-    "/replay": "the transcript so far",
-    "/audit": "raw vs canonical for every model attempt",
-    "/usage": "tokens so far and the cache hit rate",
-    "/tools": "the tools the model may call, and how bash is confined",
-    "/exit": "leave (Ctrl-D too)",
-}
 
 
 def chat(args: Chat) -> None:
-    where = Where(args.stored)
-    writer, endpoint, display, runtime = start(args.drive, where, args.session, args.continue_)
-    progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model} · /exit or Ctrl-D to leave")
+    session = _Chat(args.drive, Where(args.stored), start(args.drive, Where(args.stored), args.session, args.continue_))
+    progress(f"session {session.handle} · {session.endpoint.name} · {session.endpoint.model} · /help lists the commands")
     try:
-        _loop(writer, runtime, display, where)
+        session.loop()
     finally:
-        runtime.close()
-        writer.close()
+        session.runtime.close()
+        session.writer.close()
 
 
-def _loop(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None, where: Where) -> None:
-    history = _History()
-    while True:
-        try:
-            line = input(PROMPT)
-        except EOFError:
-            sys.stdout.write("\n")
-            break
-        except KeyboardInterrupt:
-            sys.stdout.write("\n")
-            continue
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("/"):
-            if _slash(text, writer, runtime, where):
+class _Chat:
+    """One chat: the session being written, what drives it, and the slash commands."""
+
+    def __init__(self, options: Drive, where: Where, started: Started) -> None:
+        self.options, self.where = options, where
+        self.writer, self.endpoint, self.display, self.runtime = started
+        self.commands: dict[str, tuple[Callable[[str], bool | None], str]] = {
+            "/help": (self.help, "these commands"),
+            "/model": (self.model, "NAME: the model of the next turn on (the journal records it); alone: the model now"),
+            "/clear": (self.clear, "start a new session (this one is kept; its handle is said)"),
+            "/compact": (self.compact, "[INSTRUCTIONS]: summarise the history so far, keeping the newest messages"),
+            "/cost": (self.cost, "tokens so far, the cache hit rate, and the cost where prices are known"),
+            "/usage": (self.cost, "the same as /cost"),
+            "/tools": (self.tools, "the tools the model may call, and how bash is confined"),
+            "/replay": (self.replay, "the transcript so far"),
+            "/audit": (self.audit, "raw vs canonical for every model attempt"),
+            "/exit": (lambda rest: True, "leave (Ctrl-D too)"),
+        }
+
+    @property
+    def handle(self) -> str:
+        return writer_handle(self.writer, self.where.store)
+
+    def loop(self) -> None:
+        history = _History()
+        while True:
+            try:
+                line = input(PROMPT)
+            except EOFError:
+                sys.stdout.write("\n")
                 break
-            continue
-        _one_run(writer, runtime, display, line)
-    history.save()
+            except KeyboardInterrupt:
+                sys.stdout.write("\n")
+                continue
+            text = line.strip()
+            if text.startswith("/"):
+                name, _, rest = text.partition(" ")
+                command = self.commands.get(name)
+                if command is None:
+                    sys.stdout.write(f"unknown command {name}; /help lists them\n")
+                elif command[0](rest.strip()):
+                    break
+                sys.stdout.flush()
+            elif text:
+                self.run(line)
+        history.save()
 
+    def run(self, prompt: str) -> None:
+        from tiny_agent.agent.loop import Driver
 
-def _one_run(writer: JournalWriter, runtime: Runtime, display: TerminalDisplay | None, prompt: str) -> None:
-    from tiny_agent.agent.loop import Driver
+        result = Driver(self.writer, self.runtime, report=progress, verbose=self.options.verbose).run(prompt)
+        self.show(result)
 
-    result = Driver(writer, runtime, report=progress).run(prompt)
-    _show(result, display)
+    def show(self, result: DriveResult) -> None:
+        display = self.display
+        shown_live = display is not None and result.final is not None and display.printed_text.strip() == result.final.strip()
+        if result.final is not None and not shown_live:
+            sys.stdout.write(result.final.rstrip("\n") + "\n")
+        if result.cut_off:
+            progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
+        if result.status == "failed":
+            progress(f"the run failed: {result.reason}")
+        elif result.status == "aborted":
+            progress("the run was aborted; the journal records it (you can go on)")
+        elif result.status == "blocked":
+            progress(f"blocked: {result.reason}")
+        sys.stdout.flush()
 
+    # -- the slash commands (each takes the rest of its line; True leaves the chat) --------------------
 
-def _show(result: DriveResult, display: TerminalDisplay | None) -> None:
-    shown_live = display is not None and result.final is not None and display.printed_text.strip() == result.final.strip()
-    if result.final is not None and not shown_live:
-        sys.stdout.write(result.final.rstrip("\n") + "\n")
-    if result.cut_off:
-        progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
-    if result.status == "failed":
-        progress(f"the run failed: {result.reason}")
-    elif result.status == "aborted":
-        progress("the run was aborted; the journal records it (you can go on)")
-    elif result.status == "blocked":
-        progress(f"blocked: {result.reason}")
-    sys.stdout.flush()
+    def help(self, rest: str) -> None:
+        width = max(len(name) for name in self.commands)
+        for name, (_, what) in self.commands.items():
+            sys.stdout.write(f"{name:<{width}}  {what}\n")
 
+    def model(self, rest: str) -> None:
+        if not rest:
+            sys.stdout.write(f"model: {self.endpoint.model} ({self.endpoint.name})\n")
+            return
+        options = msgspec.structs.replace(self.options, model=rest)
+        endpoint = endpoint_for(options, recorded_target(self.writer.state), require_key=True)
+        runtime = runtime_for(options, endpoint, self.display)
+        runtime.toolbox.approve = self.runtime.toolbox.approve  # "always for this session" outlives a change of model
+        self.runtime.close()
+        self.options, self.endpoint, self.runtime = options, endpoint, runtime
+        sys.stdout.write(f"the next turn asks {endpoint.model} ({endpoint.name}); its step's configuration records it\n")
 
-def _slash(text: str, writer: JournalWriter, runtime: Runtime, where: Where) -> bool:
-    """Run a slash command; True to leave the chat."""
-    from tiny_agent.oversight.render import transcript_lines, usage_summary
+    def clear(self, rest: str) -> None:
+        from tiny_agent.agent.tools.toolbox import terminal_approver
 
-    command = text.split()[0]
-    out = sys.stdout
-    if command == "/exit":
-        return True
-    if command == "/replay":
-        for line in transcript_lines(writer.state):
-            out.write(line + "\n")
-    elif command == "/audit":
-        _audit(where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id))
-    elif command == "/usage":
-        out.write(f"usage: {usage_summary(writer.state.usage)}\n")
-    elif command == "/tools":
-        for spec in runtime.toolbox.specs():
-            out.write(f"{spec.name:<6} {spec.description} (replay: {spec.replay})\n")
-        mode = runtime.toolbox.sandbox_mode
+        before, writer = self.handle, new_session(self.endpoint, self.where, durability_of(self.options))
+        self.writer.close()
+        self.writer = writer
+        if self.runtime.toolbox.approve is not None:
+            self.runtime.toolbox.approve = terminal_approver()  # a new session asks again
+        sys.stdout.write(f"new session {self.handle} (session {before} is kept: `tiny-agent chat --session {before}`)\n")
+
+    def compact(self, rest: str) -> None:
+        from tiny_agent.agent.loop import Driver
+
+        before = len(self.writer.state.activeContext)
+        policy = self.runtime.compacting
+        self.runtime.compacting = msgspec.structs.replace(policy, instructions=rest)
+        try:
+            result = Driver(self.writer, self.runtime, report=progress, verbose=self.options.verbose).compact()
+        finally:
+            self.runtime.compacting = policy
+        if result.status == "completed":
+            after = len(self.writer.state.activeContext)
+            sys.stdout.write(f"compacted: the context went from {counted(before, 'message')} to {after}\n")
+        elif result.status != "idle":
+            self.show(result)
+
+    def cost(self, rest: str) -> None:
+        from tiny_agent.oversight.audit import audit_chunks
+        from tiny_agent.oversight.cost import dollars, money, price, total
+        from tiny_agent.oversight.render import usage_summary
+        from tiny_agent.providers.userconfig import load_user_config
+
+        found = self._found()
+        report = audit_chunks(found.chunks(), found.name)
+        prices = load_user_config(os.environ).models
+        priced = total(price(totals.usage, name, prices) for name, totals in report.models.items())
+        reported = f"; the provider reported {dollars(report.cost)}" if report.cost else ""
+        sys.stdout.write(f"usage: {usage_summary(self.writer.state.usage)}\ncost: {money(priced)} from your prices{reported}\n")
+
+    def tools(self, rest: str) -> None:
+        for spec in self.runtime.toolbox.specs():
+            sys.stdout.write(f"{spec.name:<6} {spec.description} (replay: {spec.replay})\n")
+        mode = self.runtime.toolbox.sandbox_mode
         if mode is not None:
-            out.write(f"bash runs {'inside bubblewrap' if mode == 'bubblewrap' else 'unconfined'}\n")
-    else:
-        known = ", ".join(COMMANDS)
-        out.write(f"unknown command {command}; try {known}\n")
-    out.flush()
-    return False
+            sys.stdout.write(f"bash runs {'inside bubblewrap' if mode == 'bubblewrap' else 'unconfined'}\n")
 
+    def replay(self, rest: str) -> None:
+        from tiny_agent.oversight.render import transcript_lines
 
-def _audit(found: Found) -> None:
-    from tiny_agent.oversight.audit import audit_chunks
-    from tiny_agent.oversight.render import audit_lines
+        for line in transcript_lines(self.writer.state):
+            sys.stdout.write(line + "\n")
 
-    for line in audit_lines(audit_chunks(found.chunks(), found.name)):
-        sys.stdout.write(line + "\n")
+    def audit(self, rest: str) -> None:
+        from tiny_agent.oversight.audit import audit_chunks
+        from tiny_agent.oversight.render import audit_lines
+
+        found = self._found()
+        for line in audit_lines(audit_chunks(found.chunks(), found.name)):
+            sys.stdout.write(line + "\n")
+
+    def _found(self) -> Found:
+        writer = self.writer
+        return self.where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id)
 
 
 class _History:

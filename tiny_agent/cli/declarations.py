@@ -91,13 +91,13 @@ class Drive(msgspec.Struct, frozen=True):
         Opt("--provider NAME", "A provider profile (`tiny-agent providers` lists them; default: $TINY_AGENT_PROVIDER)."),
     ] = None
     model: Annotated[
-        str | None, Opt("--model MODEL", "Model id (default: $TINY_AGENT_MODEL, the config file, the session's).")
+        str | None, Opt("--model -m MODEL", "Model id (default: $TINY_AGENT_MODEL, the config file, the session's).")
     ] = None
     base_url: Annotated[
         str | None, Opt("--base-url URL", "The API's base URL (default: $TINY_AGENT_BASE_URL, else the profile's).")
     ] = None
     api: Annotated[str | None, Opt("--api API", "For --provider custom: chat, anthropic or responses.")] = None
-    system: Annotated[str | None, Opt("--system FILE", "A file holding the system prompt.")] = None
+    system: Annotated[str | None, Opt("--system TEXT|@FILE", "The system prompt: the text itself, or @FILE for a file's.")] = None
     allow_bash: Annotated[bool, Opt("--allow-bash", "Offer the bash tool (sandboxed with bubblewrap when available).")] = False
     allow_write: Annotated[bool, Opt("--allow-write", "Let write and edit change files without asking.")] = False
     no_project_instructions: Annotated[
@@ -115,8 +115,14 @@ class Drive(msgspec.Struct, frozen=True):
     ] = None
     max_tokens: Annotated[int | None, Opt("--max-tokens N", "Cap the tokens of each answer.", minimum=1)] = None
     retries: Annotated[
-        int, Opt("--retries N", "Attempts per model step, for 429, 5xx, timeouts and refused connections.", minimum=1, maximum=16)
-    ] = 3
+        int,
+        Opt(
+            "--retries N",
+            "Retries of a model step (N+1 attempts in all), for 429, 5xx, timeouts and refused connections.",
+            minimum=0,
+            maximum=15,
+        ),
+    ] = 2
     retry_wait: Annotated[
         float, Opt("--retry-wait SECONDS", "First backoff in seconds (doubled per retry, with jitter).", minimum=0.0)
     ] = 1.0
@@ -168,6 +174,7 @@ class Drive(msgspec.Struct, frozen=True):
             "--compact-at SHARE", "Compact when the estimated context passes this share of the window.", minimum=0.1, maximum=1.0
         ),
     ] = 0.8
+    verbose: Annotated[bool, Opt("--verbose -v", "Progress lines name steps, entries and responses by id.")] = False
 
 
 # -- the commands, in the order the top-level help lists them -------------------------------------------
@@ -243,7 +250,7 @@ class Compact(Command):
 
 
 class Chat(Command):
-    """Talk to the model line by line in one session (/replay, /audit, /usage, /tools, /exit)."""
+    """Talk to the model line by line in one session (/help lists the slash commands: /model, /compact, /cost...)."""
 
     body = "chatting.chat"
     session: Annotated[str | None, Opt("--session SESSION", "Chat in this session (a handle, an id or a path).")] = None

@@ -19,7 +19,7 @@ from tiny_agent.cli.settings import (
     recorded_target,
     system_prompt,
 )
-from tiny_agent.cli.writing import handle_of, new_session, newest_here, open_idle, open_writer, refuse_if_held
+from tiny_agent.cli.writing import new_session, newest_here, open_idle, open_writer, refuse_if_held, writer_handle
 from tiny_agent.errors import (
     BlockedError,
     CorruptionError,
@@ -31,6 +31,7 @@ from tiny_agent.errors import (
     TinyAgentError,
     UsageError,
 )
+from tiny_agent.oversight.render import counted
 
 if TYPE_CHECKING:
     from tiny_agent.agent.live import TerminalDisplay
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     from tiny_agent.stores.journal import JournalWriter
 
 
-def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult]) -> tuple[DriveResult, str | None]:
+def _drive(
+    writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult], verbose: bool = False
+) -> tuple[DriveResult, str | None]:
     """Run ``action`` (a Driver method), always release the session, and say if the closing seal failed.
 
     A closing seal that cannot be written (a full disk) does not hide the
@@ -50,7 +53,7 @@ def _drive(writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], D
     from tiny_agent.agent.loop import Driver
     from tiny_agent.stores.journal import WriterPoisoned
 
-    driver = Driver(writer, runtime, report=progress)
+    driver = Driver(writer, runtime, report=progress, verbose=verbose)
     seal_failure: str | None = None
     try:
         result = action(driver)
@@ -72,7 +75,7 @@ def _finish(
     store: Store,
 ) -> None:
     """Print the outcome (the answer on stdout), then raise what the exit code must say."""
-    handle = handle_of(writer, store)
+    handle = writer_handle(writer, store)
     if as_json:
         print_json(
             {
@@ -126,7 +129,7 @@ def _read_prompt(prompt: str) -> str:
     return prompt
 
 
-def _runtime(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None, keep: int | None = None) -> Runtime:
+def runtime_for(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None, keep: int | None = None) -> Runtime:
     """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected.
 
     The project instructions are loaded for a run (``keep`` is None), not for
@@ -204,7 +207,7 @@ def start(options: Drive, where: Where, session: str | None, continue_: bool, ke
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
-        runtime = _runtime(options, endpoint, display, keep)
+        runtime = runtime_for(options, endpoint, display, keep)
     except BaseException:
         if writer is not None:
             writer.close(seal=False)
@@ -218,8 +221,8 @@ def run(args: Run) -> None:
     text = _read_prompt(args.prompt)
     where = Where(args.stored)
     writer, endpoint, display, runtime = start(args.drive, where, args.session, args.continue_)
-    progress(f"session {handle_of(writer, where.store)} · {endpoint.name} · {endpoint.model}")
-    result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(text))
+    progress(f"session {writer_handle(writer, where.store)} · {endpoint.name} · {endpoint.model}")
+    result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(text), args.drive.verbose)
     _finish(result, writer, args.as_json, seal_failure, display, where.store)
 
 
@@ -232,22 +235,22 @@ def demo(args: Demo) -> None:
         endpoint = _demo_endpoint(options)
         progress(f"a scripted Chat Completions server is listening on {server.base_url}")
         display = _display()
-        runtime = _runtime(options, endpoint, display)
+        runtime = runtime_for(options, endpoint, display)
         where = Where(args.stored)
         writer = new_session(endpoint, where, "fsync")
-        progress(f"new session {handle_of(writer, where.store)} ({writer.path})")
+        progress(f"new session {writer_handle(writer, where.store)} ({writer.path})")
         progress(f"prompt: {DEMO_PROMPT}")
         result, seal_failure = _drive(writer, runtime, lambda driver: driver.run(DEMO_PROMPT))
         requests = server.request_count
     if result.status != "completed" or seal_failure is not None:
         _finish(result, writer, False, seal_failure, display, where.store)
-    handle = handle_of(writer, where.store)
+    handle = writer_handle(writer, where.store)
     out = sys.stdout
     out.write(f"\n=== replay of {writer.path} ===\n\n")
     found = where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id)
     print_found(found.state(), found)
     out.write(
-        f"\nThe provider was asked {requests} times; each response is in the journal twice: raw, exactly as\n"
+        f"\nThe provider was asked {counted(requests, 'time')}; each response is in the journal twice: raw, exactly as\n"
         f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
         f"Look closer:\n"
         f"  tiny-agent replay {handle} --json\n"
@@ -277,15 +280,15 @@ def resume(args: Resume) -> None:
         return
     writer = open_writer(found, chosen_durability)
     if _idle(writer):
-        return _close_idle(writer, args.as_json)
+        return _close_idle(writer, args.as_json, found.store)
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state), require_key=False)
         display = _display()
-        runtime = _runtime(options, endpoint, display)
+        runtime = runtime_for(options, endpoint, display)
     except TinyAgentError:
         writer.close(seal=False)
         raise
-    _resume_with(writer, runtime, args.abort, args.as_json, display, found.store)
+    _resume_with(writer, runtime, args, display, found.store)
 
 
 def _idle(writer: JournalWriter) -> bool:
@@ -294,7 +297,7 @@ def _idle(writer: JournalWriter) -> bool:
     return type(writer.state.operation) is IdleOperation
 
 
-def _close_idle(writer: JournalWriter, as_json: bool) -> None:
+def _close_idle(writer: JournalWriter, as_json: bool, store: Store) -> None:
     """Nothing to resume (no provider needed): only an unsealed last line is sealed."""
     path = writer.path
     try:
@@ -303,22 +306,20 @@ def _close_idle(writer: JournalWriter, as_json: bool) -> None:
         writer.close(seal=False)
     if sealed_now:
         progress(f"{path.name} was idle but its last line was not sealed; it is sealed now")
-    _say_nothing_to_do(as_json, path)
+    _say_nothing_to_do(as_json, writer, store)
 
 
-def _resume_with(
-    writer: JournalWriter, runtime: Runtime, abort: bool, as_json: bool, display: TerminalDisplay | None, store: Store
-) -> None:
-    path = writer.path
+def _resume_with(writer: JournalWriter, runtime: Runtime, args: Resume, display: TerminalDisplay | None, store: Store) -> None:
+    path, abort, as_json = writer.path, args.abort, args.as_json
 
     def finish_it(driver: Driver) -> DriveResult:
         if abort:
             driver.abort()
         return driver.drive()
 
-    result, seal_failure = _drive(writer, runtime, finish_it)
+    result, seal_failure = _drive(writer, runtime, finish_it, args.drive.verbose)
     if result.status == "idle" and result.actions == 0 and seal_failure is None:
-        _say_nothing_to_do(as_json, path)
+        _say_nothing_to_do(as_json, writer, store)
         return
     if abort and result.status == "aborted" and not result.interrupted and seal_failure is None:
         progress("session is idle again (aborted, as asked)")
@@ -330,9 +331,19 @@ def _resume_with(
     _finish(result, writer, as_json, seal_failure, display, store)
 
 
-def _say_nothing_to_do(as_json: bool, path: Path) -> None:
+def _say_nothing_to_do(as_json: bool, writer: JournalWriter, store: Store) -> None:
+    """An idle session: nothing to finish; after an abort, how to go on (``resume`` does not answer the prompt again)."""
+    path, last = writer.path, writer.state.lastOutcome
     if as_json:
         print_json({"path": str(path), "outcome": "idle", "actions": 0})
+    elif last is not None and last.kind == "run" and last.outcome == "aborted":
+        handle = writer_handle(writer, store)
+        sys.stdout.write(
+            f"nothing to resume: the last run of {path} was aborted (Ctrl-C, SIGTERM or resume --abort), "
+            f"as its journal records, and its prompt stays unanswered\n"
+            f"go on with `tiny-agent run PROMPT --session {handle}` or `tiny-agent chat --session {handle}` "
+            f"(or --continue in the directory it was made in)\n"
+        )
     else:
         sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
 
@@ -373,7 +384,7 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
             raise UsageError(f"--current-config {current_config}: {error}") from None
     else:
         endpoint = endpoint_for(options, recorded_target(state), require_key=False)
-        runtime = _runtime(options, endpoint, None)
+        runtime = runtime_for(options, endpoint, None)
         configuration = runtime.configuration_for(state)
         current = runtime.current(state)
     plan = plan_recovery(state, current)
@@ -392,8 +403,9 @@ def compact(args: Compact) -> None:
     where = Where(args.stored)
     writer, _, display, runtime = start(args.drive, where, args.session, continue_=False, keep=args.keep)
     before = len(writer.state.activeContext)
-    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(args.keep))
+    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(args.keep), args.drive.verbose)
     if result.status == "completed":
         after = len(writer.state.activeContext)
-        progress(f"compacted: the model's context went from {before} messages to {after} (a summary and {after - 1} kept)")
+        went = f"from {counted(before, 'message')} to {after}"
+        progress(f"compacted: the model's context went {went} (a summary and {after - 1} kept)")
     _finish(result, writer, False, seal_failure, display, where.store)

@@ -24,7 +24,7 @@ import msgspec
 
 from tiny_agent.cli.basics import exit_for, quiet_stdout
 from tiny_agent.cli.declarations import COMMANDS, LEAN, Command, Opt, Param, body_of, build, parameters
-from tiny_agent.errors import EXIT_INTERRUPTED, EXIT_OK
+from tiny_agent.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 
 BROKEN_PIPE_EXIT: Final = 1
 """click's exit code when the reader of a command's output went away."""
@@ -93,14 +93,45 @@ def _bind(arguments: list[Param], positional: list[str], values: dict[str, objec
     return all(value is not msgspec.NODEFAULT for value in values.values())
 
 
+TOP_LEVEL: Final = ("--help", "--version", "--install-completion", "--show-completion")
+"""The options of ``tiny-agent`` itself; any other first word that is not a command starts ``run``."""
+
+
+def with_command(words: list[str]) -> list[str]:
+    """``tiny-agent "PROMPT" [options]`` is ``tiny-agent run "PROMPT" [options]`` (so is ``tiny-agent -m M "PROMPT"``).
+
+    A line that names a command after other words (``--store URL sessions``), or whose first word reads
+    like a misspelt command (``sesions``), is a usage error, not a prompt sent to a model: such a prompt
+    is given with ``run``.
+    """
+    if not words or words[0] in COMMANDS or words[0] in TOP_LEVEL:
+        return words
+    named = next((word for word in words if word in COMMANDS), None)
+    if named is not None:
+        raise UsageError(f"options go after the command (tiny-agent {named} [OPTIONS]); a prompt {named!r} needs run")
+    first = words[0]
+    if not first.startswith("-") and len(first.split()) == 1:
+        from difflib import get_close_matches
+
+        near = get_close_matches(first, COMMANDS, n=1, cutoff=0.8)
+        if near:
+            raise UsageError(f"no command {first!r}; did you mean {near[0]}? (to send it as a prompt: tiny-agent run {first})")
+    return ["run", *words]
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """The ``tiny-agent`` command: the lean path when it understands the command line, typer otherwise."""
     words = sys.argv[1:] if argv is None else argv
-    command = None if os.environ.get(COMPLETION_ENV) else parse(words)
+    completing = bool(os.environ.get(COMPLETION_ENV))
+    try:
+        words = words if completing else with_command(words)
+    except UsageError as error:
+        exit_for(error)
+    command = None if completing else parse(words)
     if command is None:
         from tiny_agent.cli.app import main as typer_main
 
-        typer_main(argv)
+        typer_main(argv if completing else words)
     try:
         body_of(type(command))(command)
     except KeyboardInterrupt:

@@ -272,7 +272,7 @@ def view(args: View) -> None:
     path = found.path
     prices = load_user_config(os.environ).models
     try:
-        built = build_view_of(found.store, found.session, handle=_handle(found), prices=prices)
+        built = build_view_of(found.store, found.session, handle=found.handle, prices=prices)
     except CorruptionError as error:
         corrupt(error, path, False)
     except OSError as error:
@@ -288,21 +288,6 @@ def view(args: View) -> None:
     sys.stdout.write(f"wrote {target} ({len(page):,} bytes; {attempts:,} attempts, {len(built.operations):,} operations)\n")
     if args.open_page:
         _open_in_browser(target)
-
-
-def _handle(found: Found) -> str:
-    """The session's handle when it lives in the store (handles are unique only among the store's sessions)."""
-    from tiny_agent.stores.base import shortest_handles
-    from tiny_agent.stores.files.disk import list_journals, session_id_of
-    from tiny_agent.stores.files.store import FileStore
-
-    files, path = found.store, found.session.path
-    if path is None:
-        return files.handle(found.session.id)
-    if not isinstance(files, FileStore) or path.parent.resolve() != files.directory.resolve():
-        return ""
-    handles = shortest_handles([session_id_of(journal) or "" for journal in list_journals(files.directory)])
-    return handles.get(session_id_of(path) or "", "")
 
 
 def default_view_path(session_id: str) -> Path:

@@ -47,7 +47,7 @@ def policy_for(options: Drive, endpoint: Endpoint) -> Policy:
         stream=stream,
         stream_usage=profile.stream_usage,
         max_tokens=options.max_tokens if options.max_tokens is not None else profile.max_tokens,
-        max_attempts=options.retries,
+        max_attempts=options.retries + 1,
         retry_wait=options.retry_wait,
         max_steps=options.max_steps,
     )
@@ -116,16 +116,23 @@ def parse_durability(name: str) -> Durability:
     raise UsageError(f"--durability must be fsync or process, not {name!r}")
 
 
-def system_prompt(path: str | None) -> str:
-    if path is None:
+def system_prompt(value: str | None) -> str:
+    """``--system``: ``@FILE`` is the file's text, and so is one word naming a file or holding a ``/``; else the text."""
+    if value is None:
         return ""
+    if value.startswith("@"):
+        path = value[1:]
+    elif len(value.split()) == 1 and value.strip() == value and ("/" in value or os.path.isfile(value)):
+        path = value
+    else:
+        return value
     try:
         with open(path, encoding="utf-8") as file:
             return file.read()
     except UnicodeDecodeError as error:
-        raise UsageError(f"--system {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise UsageError(f"--system {value}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     except OSError as error:
-        raise os_error(error, f"--system {path}") from None
+        raise os_error(error, f"--system {value}") from None
 
 
 def recorded_target(state: SessionState) -> RoutingTarget | None:

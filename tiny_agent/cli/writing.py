@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiny_agent.cli.basics import Found, Where, corrupt, progress
+from tiny_agent.cli.basics import Found, Where, corrupt, handle_of, progress
 from tiny_agent.errors import BlockedError, Busy, CorruptionError, Locked, UsageError, os_error
 
 if TYPE_CHECKING:
@@ -86,20 +86,9 @@ def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> Jou
         raise os_error(error, f"cannot create a session in {files.label}") from None
 
 
-def handle_of(writer: JournalWriter, store: Store) -> str:
-    """The writer's session's handle in the store (a journal file outside it: among its own directory's journals)."""
-    from tiny_agent.stores.base import shortest_handles, tail_of
-    from tiny_agent.stores.files.store import FileStore
-
-    session_id = writer.state.header.id
-    if not isinstance(store, FileStore) and writer.path.suffix != ".jsonl":
-        return store.handle(session_id)
-    directory = writer.path.parent
-    try:
-        siblings = [name.name.split("_", 1)[-1][:-6] for name in directory.glob("*_*.jsonl")]
-    except OSError:
-        return tail_of(session_id)[:8]
-    return shortest_handles([*siblings, session_id]).get(session_id, tail_of(session_id)[:8])
+def writer_handle(writer: JournalWriter, store: Store) -> str:
+    """The handle of the session a writer holds (a database's session has no journal file)."""
+    return handle_of(store, writer.state.header.id, writer.path if writer.path.suffix == ".jsonl" else None)
 
 
 def refuse_if_held(found: Found) -> None:

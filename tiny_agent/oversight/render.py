@@ -115,11 +115,16 @@ def _body(text: str) -> Iterator[str]:
         yield textwrap.indent(line, _INDENT) if line else ""
 
 
+def counted(number: int, noun: str) -> str:
+    """``1 message``, ``2 messages``, ``1,024 sessions``: a count with its noun in the right number."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
     yield ""
     yield "─" * 60
-    messages = len(state.transcript)
-    yield f"{state.factCount} facts · {messages} messages · {len(state.activeContext)} in the model's context"
+    messages = counted(len(state.transcript), "message")
+    yield f"{counted(state.factCount, 'fact')} · {messages} · {len(state.activeContext)} in the model's context"
     yield f"usage: {usage_summary(state.usage)}"
     yield f"operation: {operation_summary(state)}"
     outcome = outcome_summary(state)

@@ -21,6 +21,7 @@ import msgspec
 from tiny_agent.errors import UsageError
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.cost import Cost, money, price, unpriced
+from tiny_agent.oversight.render import counted
 from tiny_agent.providers.userconfig import ModelSettings
 
 if TYPE_CHECKING:  # types only: the report never reads the index itself
@@ -207,7 +208,7 @@ def row_cost(row: Row) -> str:
 def report_lines(report: Report, store_label: str) -> Iterator[str]:
     scope = "every directory" if report.scope == "all" else f"sessions made in {report.scope}"
     since = f" since {report.since}" if report.since else ""
-    yield f"usage by {report.by}: {report.sessions:,} sessions ({scope}{since}) in {store_label}"
+    yield f"usage by {report.by}: {counted(report.sessions, 'session')} ({scope}{since}) in {store_label}"
     if not report.rows:
         hint = "" if report.scope == "all" else " (--all counts every directory's)"
         yield f"no usage to report{hint}"

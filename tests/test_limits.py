@@ -38,7 +38,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(capsys, server: LoopbackServer, *flags: str) -> tuple[int, str, str]:
-    return call(capsys, "run", "hi", "--base-url", server.base_url, "--model", "m", "--retries", "1", *flags)
+    return call(capsys, "run", "hi", "--base-url", server.base_url, "--model", "m", "--retries", "0", *flags)
 
 
 def stored(workspace: Path) -> RawResponse:

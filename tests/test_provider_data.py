@@ -38,7 +38,7 @@ def counted(prompt: int, completion: int = 1) -> Reply:
 
 
 def run(capsys, server: LoopbackServer, *flags: str) -> tuple[int, str, str]:
-    return call(capsys, "run", "hi", "--base-url", server.base_url, "--model", "m", "--retries", "1", "--no-stream", *flags)
+    return call(capsys, "run", "hi", "--base-url", server.base_url, "--model", "m", "--retries", "0", "--no-stream", *flags)
 
 
 def journal(workspace: Path) -> Path:
@@ -94,7 +94,7 @@ def test_a_compaction_whose_usage_cannot_be_totalled_fails_and_leaves_the_sessio
     with LoopbackServer([counted(MAX_SAFE_INTEGER), counted(100)]) as server:
         assert run(capsys, server)[0] == 0
         before = read_journal(journal(workspace)).activeContext
-        code, _, err = call(capsys, "compact", str(journal(workspace)), "--keep", "0", "--base-url", server.base_url, "--model", "m", "--retries", "1", "--no-stream")
+        code, _, err = call(capsys, "compact", str(journal(workspace)), "--keep", "0", "--base-url", server.base_url, "--model", "m", "--retries", "0", "--no-stream")
     assert code == 1, err
     assert OVERFLOW in err
     state = read_journal(journal(workspace))
@@ -142,7 +142,7 @@ def test_no_provider_data_gives_internal_or_leaves_a_session_open(capsys, tmp_pa
         sessions = str(Path(scratch) / "sessions")
         with LoopbackServer([reply for reply, _ in turns]) as server:
             for number, (reply, api) in enumerate(turns):
-                flags = ["--api", api, "--retries", "1", "--sessions-dir", sessions]
+                flags = ["--api", api, "--retries", "0", "--sessions-dir", sessions]
                 flags += ["--stream" if reply.pieces is not None else "--no-stream"]
                 flags += ["--max-response-bytes", str(cap)] if cap else []
                 flags += ["--continue"] if number else []

@@ -196,7 +196,7 @@ def test_a_run_on_a_mistral_stream_without_role(capsys, workspace: Path) -> None
 def test_a_run_on_a_stream_without_role_fails_without_the_profile(capsys, workspace: Path) -> None:  # noqa: F811
     body = (STREAMS / "mistral" / "tool-call-no-role.sse").read_bytes()
     with LoopbackServer([streamed(body, seed=3)]) as server:
-        code, _, err = run(capsys, server, "--provider", "custom", "--stream", "--retries", "1")
+        code, _, err = run(capsys, server, "--provider", "custom", "--stream", "--retries", "0")
     assert code == 1
     assert "role is missing" in err
     assert_sound(only_session(workspace))

@@ -1,16 +1,24 @@
 """What every wire API's request builder returns, and the options they share.
 
-A request is built from the canonical transcript by a pure function in
-:mod:`tiny_agent.wire.chat.request`, :mod:`tiny_agent.wire.anthropic` or
-:mod:`tiny_agent.wire.responses`; sending it is the provider's job, and so are
-credentials: a request never holds a secret.
+A request is built from the canonical transcript by each API's ``request`` module, a pure
+function; sending it is the provider's job, and so are credentials: a request never holds a secret.
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Final
+
 import msgspec
+
+from tiny_agent.journal.tools import ToolSpec
+from tiny_agent.journal.transcript import Message
+
+Messages = Sequence[Message]
+"""The context a request carries: the active context of a valid transcript."""
+Tools = Sequence[ToolSpec]
 
 
 class RequestOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -19,6 +27,10 @@ class RequestOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stream: bool = False
     stream_usage: bool = True
     """Chat Completions only: ask for the usage chunk when streaming (Anthropic and Responses always send usage)."""
+
+
+PLAIN: Final = RequestOptions()
+"""No cap set, not streamed: a request without options."""
 
 
 class WireRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

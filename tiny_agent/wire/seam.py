@@ -18,9 +18,8 @@ from typing import Any, Final, Literal, Protocol
 import msgspec
 
 from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER, LineDecoder, ProfileViolation
-from tiny_agent.journal.tools import ToolSpec
-from tiny_agent.journal.transcript import AssistantMessage, Message, StopReason, ToolCall, Usage
-from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.journal.transcript import AssistantMessage, StopReason, ToolCall, Usage
+from tiny_agent.wire.request import Messages, RequestOptions, Tools, WireRequest
 from tiny_agent.wire.sse import DONE, stream_events
 
 MISSING: Final = object()
@@ -112,7 +111,7 @@ class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 # -- the protocol ---------------------------------------------------------------
 
-RequestBuilder = Callable[[str, str, Sequence[Message], Sequence[ToolSpec], RequestOptions], WireRequest]
+RequestBuilder = Callable[[str, str, Messages, Tools, RequestOptions], WireRequest]
 """``(model, system prompt, messages, tools, options) -> request``."""
 
 
@@ -123,8 +122,8 @@ class Seam(Protocol):
         """The derivation (unreadable counters count as 0) and the first problem found, from a decoded body (or None)."""
         ...
 
-    def finish_reason(self, body: dict[str, Any]) -> str | None:
-        """The API's own word for why the answer ended, as far as the body says it."""
+    def finish_reason(self, body: dict[str, Any]) -> Any:
+        """The API's own word for why the answer ended (taken when it is a string)."""
         ...
 
     def answer(self, body: Any) -> tuple[AssistantMessage, StopReason]:
@@ -172,7 +171,8 @@ class WireApi(msgspec.Struct, frozen=True):
     def _metadata(self, body: Any) -> dict[str, Any]:
         if type(body) is not dict:
             return {}
-        finish_reason = self.seam.finish_reason(body)
+        finish = self.seam.finish_reason(body)
+        finish_reason = finish if type(finish) is str else None
         return {"finish_reason": finish_reason, "response_id": text_member(body, "id"), "model": text_member(body, "model")}
 
     def normalize_body(self, body: bytes | str) -> Outcome:
@@ -241,6 +241,16 @@ def rebuild(items: Any, where: str, piece: Callable[[Any, dict[str, Any], str], 
         elif found is not None:
             texts.extend(found)
     return assistant_message(texts, calls, where)
+
+
+def answer_object(body: Any, shown: Callable[[Any], str]) -> dict[str, Any]:
+    """The body as an object that reports no ``error`` (an error body is rejected with its message)."""
+    if type(body) is not dict:
+        raise Reject(f"response is {shown(body)}, not an object")
+    error = body.get("error")
+    if error is not None:
+        raise Reject(f"provider reported an error: {error_text(error)}")
+    return body
 
 
 def require_text(container: dict[str, Any], key: str, where: str) -> str:

@@ -18,9 +18,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.journal.tools import ToolSpec
 from tiny_agent.journal.transcript import SYNTHETIC_TEXTS, AssistantMessage, Message, ToolMessage, UserMessage
-from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.request import PLAIN, Messages, RequestOptions, Tools, WireRequest
 
 PATH: Final = "/messages"
 API_VERSION: Final = "2023-06-01"
@@ -71,25 +70,18 @@ class MessagesBody(msgspec.Struct, frozen=True, kw_only=True):
     stream: Literal[True] | UnsetType = UNSET
 
 
-def anthropic_request(
-    model: str,
-    system: str,
-    messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
-    options: RequestOptions | None = None,
-) -> WireRequest:
+def anthropic_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
     """The ``POST /messages`` request for this context (``messages``: the active context of a valid transcript)."""
-    chosen = options or RequestOptions()
     body = MessagesBody(
         model=model,
-        max_tokens=DEFAULT_MAX_TOKENS if chosen.max_tokens is None else chosen.max_tokens,
+        max_tokens=DEFAULT_MAX_TOKENS if options.max_tokens is None else options.max_tokens,
         system=system if system else UNSET,
         messages=turns(messages),
         tools=[AnthropicTool(spec.name, spec.description, spec.parameters) for spec in tools] if tools else UNSET,
-        stream=True if chosen.stream else UNSET,
+        stream=True if options.stream else UNSET,
     )
     headers = {"anthropic-version": API_VERSION}
-    return WireRequest(path=PATH, body=msgspec.json.encode(body), headers=headers, stream=chosen.stream)
+    return WireRequest(path=PATH, body=msgspec.json.encode(body), headers=headers, stream=options.stream)
 
 
 def turns(messages: Sequence[Message]) -> list[Turn]:

@@ -76,9 +76,8 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 }
 
 
-def finish_reason(body: dict[str, Any]) -> str | None:
-    stop = body.get("stop_reason")
-    return stop if type(stop) is str else None
+def finish_reason(body: dict[str, Any]) -> Any:
+    return body.get("stop_reason")
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:

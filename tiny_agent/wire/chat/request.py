@@ -17,9 +17,8 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tiny_agent.journal.tools import ToolSpec
 from tiny_agent.journal.transcript import ChatMessage, Message, SystemMessage
-from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.request import PLAIN, Messages, RequestOptions, Tools, WireRequest
 
 PATH: Final = "/chat/completions"
 
@@ -40,24 +39,17 @@ class ChatBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     stream_options: StreamOptions | UnsetType = UNSET
 
 
-def chat_request(
-    model: str,
-    system: str,
-    messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
-    options: RequestOptions | None = None,
-) -> WireRequest:
+def chat_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
     """The ``POST /chat/completions`` request for this context (the system prompt goes first when non-empty)."""
-    chosen = options or RequestOptions()
     body = ChatBody(
         model=model,
         messages=_with_system(system, messages),
         tools=[spec.to_wire() for spec in tools] if tools else UNSET,
-        max_tokens=UNSET if chosen.max_tokens is None else chosen.max_tokens,
-        stream=True if chosen.stream else UNSET,
-        stream_options=StreamOptions(include_usage=True) if chosen.stream and chosen.stream_usage else UNSET,
+        max_tokens=UNSET if options.max_tokens is None else options.max_tokens,
+        stream=True if options.stream else UNSET,
+        stream_options=StreamOptions(include_usage=True) if options.stream and options.stream_usage else UNSET,
     )
-    return WireRequest(path=PATH, body=msgspec.json.encode(body), stream=chosen.stream)
+    return WireRequest(path=PATH, body=msgspec.json.encode(body), stream=options.stream)
 
 
 def _with_system(system: str, messages: Sequence[Message]) -> list[ChatMessage]:

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
-from tiny_agent.wire.seam import MISSING, Reject, counter, describe, error_text, kind, member_object, short, unkept_paths
+from tiny_agent.wire.seam import MISSING, Reject, answer_object, counter, describe, kind, member_object, short, unkept_paths
 
 CacheSource = Literal["prompt_tokens_details.cached_tokens", "prompt_cache_hit_tokens"]
 
@@ -45,11 +45,9 @@ class ChatUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="cha
         )
 
 
-def finish_reason(body: dict[str, Any]) -> str | None:
+def finish_reason(body: dict[str, Any]) -> Any:
     choices = body.get("choices")
-    first = choices[0] if type(choices) is list and choices and type(choices[0]) is dict else {}
-    finish = first.get("finish_reason")
-    return finish if type(finish) is str else None
+    return choices[0].get("finish_reason") if type(choices) is list and choices and type(choices[0]) is dict else None
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
@@ -60,12 +58,7 @@ def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
 
 
 def _first_choice(body: Any) -> dict[str, Any]:
-    if type(body) is not dict:
-        raise Reject(f"response is {kind(body)}, not an object")
-    error = body.get("error")
-    if error is not None:
-        raise Reject(f"provider reported an error: {error_text(error)}")
-    choices = body.get("choices", MISSING)
+    choices = answer_object(body, kind).get("choices", MISSING)
     if choices is MISSING or choices is None:
         raise Reject("response has no choices")
     if type(choices) is not list:

@@ -17,9 +17,8 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tiny_agent.journal.tools import ToolSpec
 from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, UserMessage
-from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.request import PLAIN, Messages, RequestOptions, Tools, WireRequest
 
 PATH: Final = "/responses"
 
@@ -70,24 +69,17 @@ class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
     stream: Literal[True] | UnsetType = UNSET
 
 
-def responses_request(
-    model: str,
-    system: str,
-    messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
-    options: RequestOptions | None = None,
-) -> WireRequest:
+def responses_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
     """The ``POST /responses`` request for this context, stateless."""
-    chosen = options or RequestOptions()
     body = ResponsesBody(
         model=model,
         instructions=system if system else UNSET,
         input=input_items(messages),
         tools=[FunctionTool(spec.name, spec.description, spec.parameters) for spec in tools] if tools else UNSET,
-        max_output_tokens=UNSET if chosen.max_tokens is None else chosen.max_tokens,
-        stream=True if chosen.stream else UNSET,
+        max_output_tokens=UNSET if options.max_tokens is None else options.max_tokens,
+        stream=True if options.stream else UNSET,
     )
-    return WireRequest(path=PATH, body=msgspec.json.encode(body), stream=chosen.stream)
+    return WireRequest(path=PATH, body=msgspec.json.encode(body), stream=options.stream)
 
 
 def input_items(messages: Sequence[Message]) -> list[InputItem]:

@@ -17,9 +17,9 @@ from tiny_agent.wire.seam import (
     DROPPED,
     MISSING,
     Reject,
+    answer_object,
     counter,
     describe,
-    error_text,
     member_object,
     rebuild,
     require_array,
@@ -63,13 +63,12 @@ _KEPT_CALL: Final = {"type": None, "call_id": None, "name": None, "arguments": N
 _KEPT_USAGE: Final = {"input_tokens": None, "input_tokens_details": {"cached_tokens": None}, "output_tokens": None}
 
 
-def finish_reason(body: dict[str, Any]) -> str | None:
+def finish_reason(body: dict[str, Any]) -> Any:
     """``status``, or ``incomplete_details.reason`` when incomplete."""
     status = body.get("status")
     details = body.get("incomplete_details")
     reason = details.get("reason") if type(details) is dict else None
-    finish = reason if status == "incomplete" and type(reason) is str else status
-    return finish if type(finish) is str else None
+    return reason if status == "incomplete" and type(reason) is str else status
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
@@ -80,12 +79,7 @@ def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
 
 def _truncated(body: Any) -> bool:
     """Whether a finished answer was cut at the output cap; anything but a finished answer is rejected."""
-    if type(body) is not dict:
-        raise Reject(f"response is {describe(body)}, not an object")
-    error = body.get("error")
-    if error is not None:
-        raise Reject(f"provider reported an error: {error_text(error)}")
-    response_object = body.get("object", MISSING)
+    response_object = answer_object(body, describe).get("object", MISSING)
     if response_object != "response":
         raise Reject(f'object is {describe(response_object)} (expected "response")')
     status = body.get("status", MISSING)

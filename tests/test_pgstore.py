@@ -114,6 +114,20 @@ def test_a_second_writer_is_refused_naming_the_holder_and_the_lock_goes_with_the
     PgStore(pg_url).open_writer(session, "process").close()
 
 
+def test_two_stores_in_one_database_never_block_each_others_writers(postgres) -> None:
+    """The schema is part of a writer's lock key: the same session imported into two stores has two locks."""
+    first, second = PgStore(postgres.schema_url()), PgStore(postgres.schema_url())
+    session_id = import_file(first, EXAMPLES / "tool-run.jsonl")
+    assert import_file(second, EXAMPLES / "tool-run.jsonl") == session_id
+    held = first.open_writer(first.session(session_id), "process")
+    try:
+        second.open_writer(second.session(session_id), "process").close()
+        assert second.holder(second.session(session_id)) is None
+        assert first.holder(first.session(session_id)) is not None
+    finally:
+        held.close()
+
+
 def test_a_killed_writers_lock_is_gone_at_once(pg_url: str) -> None:
     store = PgStore(pg_url)
     writer = store.create(cwd="/w", provider="custom", model="m", environment_identity="e")

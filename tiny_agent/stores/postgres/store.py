@@ -10,6 +10,7 @@ advisory lock on a connection of its own for as long as it lives.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -333,10 +334,10 @@ class PgStore:
             if isinstance(error, psycopg.Error):
                 raise self.unavailable(what, error) from None
             raise
-        return self._writer(conn, session_id, fold)
+        return self._writer(conn, session_id, fold, key)
 
-    def _writer(self, conn: Connection, session_id: str, fold: Fold) -> JournalWriter:
-        appender = RowAppender(self, conn, session_id, fold.lines)
+    def _writer(self, conn: Connection, session_id: str, fold: Fold, key: int) -> JournalWriter:
+        appender = RowAppender(self, conn, session_id, fold.lines, key)
         writer = JournalWriter(
             appender,
             fold,
@@ -390,8 +391,9 @@ class PgStore:
 class RowAppender:
     """A PostgreSQL writer's end: each line one row, its index row updated in the same statement."""
 
-    def __init__(self, store: PgStore, conn: Connection, session_id: str, lines: int) -> None:
+    def __init__(self, store: PgStore, conn: Connection, session_id: str, lines: int, key: int) -> None:
         self.name = session_id
+        self._key = key
         self._store = store
         self._conn = conn
         self._session_id = session_id
@@ -424,7 +426,13 @@ class RowAppender:
         self._lines = number
 
     def close(self) -> None:
-        """Closing the connection releases the session's advisory lock."""
+        """Release the session's lock, then close the connection (which would release it too, but a moment later).
+
+        The server ends a closed connection's backend asynchronously: without the unlock, a writer opened
+        right after this one closed could still find the session held.
+        """
+        with contextlib.suppress(psycopg.Error):
+            self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
         self._conn.close()
 
 

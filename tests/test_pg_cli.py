@@ -71,3 +71,17 @@ def test_no_psycopg_needed_for_the_file_store_and_a_missing_server_is_unavailabl
     gone = tiny(tmp_path, "sessions", store="postgresql://someone:hunter2@127.0.0.1:1/test")
     assert gone.returncode == 69 and gone.stderr.startswith("UNAVAILABLE: postgresql://someone@127.0.0.1:1/test: ")
     assert "hunter2" not in gone.stderr
+
+
+def test_a_malformed_store_url_is_a_config_error_in_one_line_that_never_shows_the_password(tmp_path: Path) -> None:
+    for url in (
+        "postgresql://u:hunter2@[::1:5432/test",  # an unclosed [
+        "postgresql://u:hunter2@127.0.0.1:port/test",  # a port that is not a number
+        "postgresql://u:hunter2@127.0.0.1:5432/test?no_such_option=1",  # what libpq refuses
+        "postgresql://u:hunter2%zz@127.0.0.1:5432/test",  # a broken percent escape in the password itself
+    ):
+        for command in (("sessions",), ("replay", "abcd"), ("verify", "--all")):
+            done = tiny(tmp_path, *command, store=url)
+            assert (done.returncode, done.stdout) == (2, ""), (url, command, done.stderr)
+            assert done.stderr.startswith("CONFIG: ") and done.stderr.count("\n") == 1, done.stderr
+            assert "hunter2" not in done.stderr

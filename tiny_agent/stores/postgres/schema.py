@@ -12,6 +12,8 @@ import hashlib
 from typing import Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tiny_agent.errors import ConfigError
+
 SCHEMA_VERSION: Final = 1
 LOCK_NAMESPACE: Final = b"tiny-agent session writer\x00"
 SCHEMA_LOCK: Final = 0x7469_6E79_5F73_6368
@@ -148,8 +150,17 @@ def holder_words(application: str, backend: int) -> str:
 
 
 def safe_store_url(url: str) -> str:
-    """The URL without its user's password, nor a ``password`` or secret-looking query parameter: what messages may show."""
-    parts = urlsplit(url)
+    """The URL without its user's password, nor a ``password`` or secret-looking query parameter: what messages may show.
+
+    A URL whose host or port cannot be read is a CONFIG error that shows only its scheme (it may hold a password).
+    """
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # reading it checks it
+    except ValueError as error:
+        what = "an unclosed [ in its host" if "IPv6" in str(error) else "its port is not a number from 0 to 65535"
+        scheme = url.split("://", 1)[0]
+        raise ConfigError(f"{scheme}://…: not a valid store URL ({what}); it is not shown, as it may hold a password") from None
     user, at, host = parts.netloc.rpartition("@")
     shown_user = user.partition(":")[0] + "@" if at and user.partition(":")[0] else ""
     query = "&".join(f"{name}={_shown(name, value)}" for name, value in parse_qsl(parts.query, keep_blank_values=True))

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import msgspec
 import psycopg
+import psycopg.conninfo
 from psycopg import errors as pg_errors
 
 from tiny_agent.errors import ConfigError, Locked, Misnamed, TinyAgentError
@@ -74,6 +75,11 @@ class PgStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self.label = pgschema.safe_store_url(url)
+        try:
+            psycopg.conninfo.conninfo_to_dict(url)  # libpq's own reading of it, without connecting
+        except psycopg.ProgrammingError as error:
+            detail = pgschema.without_secrets(" ".join(str(error).split()), url)
+            raise ConfigError(f"{self.label}: not a valid PostgreSQL URL: {detail}") from None
         self._reader: Connection | None = None
         self._reading = 0
         self._schema: str | None = None

@@ -146,11 +146,6 @@ def test_a_fifo_named_like_the_index_does_not_hang_sessions(capsys, workspace: P
     assert (code, json.loads(out)) == (0, []), err
 
 
-def test_an_unreadable_journal_is_a_row_and_verify_all_goes_on(capsys, workspace: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads files whatever their mode; an unreadable file cannot be made here")
-
-
 def test_resume_of_a_path_that_is_not_a_journal_creates_nothing(capsys, workspace: Path) -> None:
     target = workspace / "notes.txt"
     target.write_text("not a journal\n")

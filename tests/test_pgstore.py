@@ -258,8 +258,14 @@ def test_rows_whose_header_is_another_session_are_refused(pg_url: str) -> None:
 # -- naming and listing ------------------------------------------------------------------------------
 
 
+HEADER_ROW = b'{"type":"header"}'
+
+
 def _bulk_sessions(store: PgStore, count: int, cwd: str) -> list[str]:
-    """``count`` sessions (index row and header line each) made with COPY, not through writers: test setup only."""
+    """``count`` sessions (index row and header line each) made with COPY, not through writers: test setup only.
+
+    The index rows vouch for the rows (as many, as long), so listing trusts them as it would a writer's.
+    """
     created = 1_787_371_200_000
     ids = [uuid7(created + number) for number in range(count)]
     conn = store.connect()
@@ -268,12 +274,29 @@ def _bulk_sessions(store: PgStore, count: int, cwd: str) -> list[str]:
         with cursor.copy(f"COPY tiny_agent_sessions ({columns}) FROM STDIN") as copy:
             for number, session_id in enumerate(ids):
                 copy.write_row((session_id, session_id[-12:], 3, created + number, created + number, cwd if number % 2 else "/elsewhere",
-                                "custom", "m", "idle", 1, f"prompt {number}", number, 1, 1, 100))
+                                "custom", "m", "idle", 1, f"prompt {number}", number, 1, 1, len(HEADER_ROW) + 1))
         with cursor.copy("COPY tiny_agent_lines (session_id, line, bytes) FROM STDIN") as copy:
             for session_id in ids:
-                copy.write_row((session_id, 1, b'{"type":"header"}'))
+                copy.write_row((session_id, 1, HEADER_ROW))
     conn.close()
     return ids
+
+
+def test_sessions_folds_a_session_whose_rows_the_index_no_longer_vouches_for(pg_url: str) -> None:
+    store = PgStore(pg_url)
+    session_id = import_file(store, EXAMPLES / "tool-run.jsonl")
+    (trusted,) = store.listing()
+    line_2 = "WHERE session_id = %s AND line = 2 RETURNING 1"
+    store.query(f"UPDATE tiny_agent_lines SET bytes = bytes {line_2}", (session_id,))
+    assert store.listing() == [trusted], "a row written again as it was: folded, and listed as it is"
+    store.query(f"UPDATE tiny_agent_lines SET bytes = bytes || ' '::bytea {line_2}", (session_id,))
+    (edited,) = store.listing()
+    assert (edited.status, edited.model, edited.cwd) == ("corrupt", trusted.model, trusted.cwd)
+    assert edited.error is not None and edited.error.startswith(("SEAL_MISMATCH at line 3", "MALFORMED_JSON at line 2")), edited.error
+    crashed = import_file(store, EXAMPLES / "crashed-mid-tool.jsonl")
+    store.query("DELETE FROM tiny_agent_lines WHERE session_id = %s AND line > 3 RETURNING 1", (crashed,))
+    cut = next(row for row in store.listing() if row.session == crashed)
+    assert cut.status == "corrupt" and cut.error is not None and cut.error.startswith("TRUNCATED: its rows hold "), cut.error
 
 
 def test_ten_thousand_sessions_are_listed_from_the_index_with_their_handles(pg_url: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiny_agent.cli.basics import Found, Where, corrupt, handle_of, progress
-from tiny_agent.errors import BlockedError, Busy, CorruptionError, Locked, UsageError, os_error
+from tiny_agent.errors import BlockedError, Busy, CorruptionError, Locked, UsageError, VerificationFailed, os_error
 
 if TYPE_CHECKING:
     from tiny_agent.providers.endpoint import Endpoint
@@ -61,12 +61,20 @@ def open_idle(found: Found, durability: Durability) -> JournalWriter:
 
 
 def newest_here(where: Where) -> Found:
-    """``--continue``: the newest session made in this directory."""
+    """``--continue``: the newest session made in this directory; a corrupt one is refused with its error, never skipped."""
     here = os.path.realpath(Path.cwd())
     rows = where.store.listing(cwd=here, limit=1)
     if not rows:
         raise UsageError(f"--continue: no session was made in {here} yet; run without it to start one")
-    return where.find(rows[0].path)
+    found = where.find(rows[0].path)
+    if rows[0].status != "corrupt":
+        return found
+    remedy = "--continue takes the newest session made here and does not skip a corrupt one: name the session to continue"
+    try:
+        found.fold()
+    except CorruptionError as error:
+        raise CorruptionError(error.code, error.line, error.seq, f"{error.reason} [{found.path}]; {remedy}") from None
+    raise VerificationFailed(f"{found.path}: {rows[0].error}; {remedy}")
 
 
 def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> JournalWriter:

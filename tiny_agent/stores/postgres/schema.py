@@ -117,8 +117,17 @@ LISTED_COLUMNS: Final = (
     "s.parent_chain, s.bytes, s.lines"
 )
 """A listing's columns: the summary's, then the length in bytes and lines; :data:`NEIGHBOURS` follow them."""
-LINES: Final = 20
-NEIGHBOURS_AT: Final = 21
+BYTES, LINES, NEIGHBOURS_AT, VOUCHED_AT = 19, 20, 21, 23
+
+VOUCHED: Final = """(SELECT count(*) = s.lines AND coalesce(sum(octet_length(l.bytes)), 0) + count(*) = s.bytes
+        AND coalesce(bool_and(age(l.xmin) >= age(s.xmin)), true)
+    FROM tiny_agent_lines l WHERE l.session_id = s.id)"""
+"""Whether the index row still vouches for the session's rows: as many, as long, and none written after it.
+
+Every writer's line goes in with its index row's update, in one transaction, so a row whose ``xmin`` is
+newer than the index row's was changed (or put there) behind the writer's back; a deleted row changes the
+count.  Visits the session's rows (not their contents), as the file store reads each journal's length and tail.
+"""
 
 
 def lock_key(schema: str, session_id: str) -> int:

@@ -24,7 +24,7 @@ import psycopg
 import psycopg.conninfo
 from psycopg import errors as pg_errors
 
-from tiny_agent.errors import ConfigError, Locked, Misnamed, TinyAgentError
+from tiny_agent.errors import ConfigError, CorruptionError, Locked, Misnamed, TinyAgentError
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.facts import encode_header
 from tiny_agent.journal.ids import now_ms
@@ -43,7 +43,15 @@ from tiny_agent.stores.base import (
 )
 from tiny_agent.stores.files.disk import CHUNK_SIZE, file_chunks, file_holder
 from tiny_agent.stores.files.store import file_session, file_writer
-from tiny_agent.stores.journal import Durability, JournalWriter, cannot_record_responses, fold_chunks, lines_of, new_header
+from tiny_agent.stores.journal import (
+    Durability,
+    JournalWriter,
+    cannot_record_responses,
+    fold_chunks,
+    lines_of,
+    new_header,
+    reduce_source,
+)
 from tiny_agent.stores.listing import Bucket, Listed, ReportEntry, Summary, listed_row, summary_of, usage_buckets
 from tiny_agent.stores.postgres import schema as pgschema
 
@@ -99,6 +107,9 @@ class PgStore:
         except psycopg.Error as error:
             raise self.unavailable("cannot connect", error) from None
         try:
+            with contextlib.suppress(pg_errors.UndefinedObject):  # before PostgreSQL 11 there is no JIT to turn off
+                # Compiling a listing's queries costs more than it saves: half a second where they take a tenth.
+                conn.execute("SET jit = off")
             self._schema = self._schema or self._check_schema(conn)
             if writer:
                 # A dead machine's connection (and so its lock) is dropped within about a minute, not hours.
@@ -252,24 +263,48 @@ class PgStore:
         entries = []
         for summary, handle, row in self._indexed(", s.buckets, s.buckets_lines", cwd, None):
             buckets, buckets_lines, lines = row[-2], row[-1], row[pgschema.LINES]
-            if buckets is None or buckets_lines != lines:
-                summary.buckets = self._buckets(summary, lines)
-            else:
+            if summary.status == "corrupt":
+                pass  # report names it among the sessions it skipped
+            elif buckets is not None and buckets_lines == lines and row[pgschema.VOUCHED_AT]:
                 summary.buckets = msgspec.json.decode(buckets, type=list[Bucket])
+            else:
+                summary.buckets = self._buckets(summary, lines)
             entries.append(ReportEntry(handle=handle, path=summary.session, summary=summary))
         return entries
 
     def _indexed(self, extra: str, cwd: str | None, limit: int | None) -> list[tuple[Summary, str, tuple[Any, ...]]]:
-        """Index rows newest first (made in ``cwd``, at most ``limit``): each one's summary, handle and columns."""
-        statement = f"SELECT {pgschema.LISTED_COLUMNS}, {pgschema.NEIGHBOURS}{extra} FROM tiny_agent_sessions s"
+        """Index rows newest first (made in ``cwd``, at most ``limit``): each one's summary, handle and columns.
+
+        A session whose rows the index row no longer vouches for (:data:`~tiny_agent.stores.postgres.schema.VOUCHED`)
+        is folded from its rows: listed as it is then, or ``corrupt`` with the reducer's error, as a changed file is.
+        """
+        columns = f"{pgschema.LISTED_COLUMNS}, {pgschema.NEIGHBOURS}, {pgschema.VOUCHED}{extra}"
+        statement = f"SELECT {columns} FROM tiny_agent_sessions s"
         statement += (" WHERE s.cwd = %s" if cwd is not None else "") + " ORDER BY s.created_at DESC, s.id DESC"
         statement += " LIMIT %s" if limit is not None else ""
         found = []
         for row in self.query(statement, [value for value in (cwd, limit) if value is not None]):
             tail = tail_of(row[0])
             before, after = row[pgschema.NEIGHBOURS_AT : pgschema.NEIGHBOURS_AT + 2]
-            found.append((summary_from_row(row), tail[: handle_length(tail, before, after)], row))
+            summary = summary_from_row(row)
+            if not row[pgschema.VOUCHED_AT]:
+                summary = self._folded_summary(summary, row[pgschema.BYTES])
+            found.append((summary, tail[: handle_length(tail, before, after)], row))
         return found
+
+    def _folded_summary(self, indexed: Summary, length: int) -> Summary:
+        """The summary of a session folded from its rows (the index row no longer vouches for them)."""
+        try:
+            state = reduce_source(self.chunks(self.session(indexed.session)))
+        except CorruptionError as error:
+            problem = str(error)
+        else:
+            if state.repairedLength >= length:
+                return summary_of(state)
+            problem = f"TRUNCATED: its rows hold {state.repairedLength} bytes but its index row says {length}: lines were cut off"
+        corrupt = Summary(session=indexed.session, created=indexed.created, model=indexed.model, status="corrupt")
+        corrupt.cwd, corrupt.provider, corrupt.error = indexed.cwd, indexed.provider, problem
+        return corrupt
 
     def _lock_parts(self, session_id: str) -> tuple[int, int]:
         return pgschema.lock_parts(pgschema.lock_key(self.schema, session_id))

@@ -433,12 +433,8 @@ class RowAppender:
     """A PostgreSQL writer's end: each line one row, its index row updated in the same statement."""
 
     def __init__(self, store: PgStore, conn: Connection, session_id: str, lines: int, key: int) -> None:
-        self.name = session_id
-        self._key = key
-        self._store = store
-        self._conn = conn
-        self._session_id = session_id
-        self._lines = lines
+        self.name = self._session_id = session_id
+        self._store, self._conn, self._key, self._lines = store, conn, key, lines
         self.fold_of: Callable[[], Fold] | None = None
 
     def append(self, data: bytes, label: str) -> None:
@@ -531,17 +527,9 @@ def summary_from_row(row: tuple[Any, ...]) -> Summary:
     """An index row (:data:`tiny_agent.stores.postgres.schema.LISTED_COLUMNS`) as a listing's summary."""
     session, created, cwd, provider, model, status, reason, runs, prompt = row[:9]
     origin_path, origin_length, origin_sha256, parent_id, parent_line, parent_chain = row[13:19]
-    return Summary(
-        session=session,
-        created=created,
-        model=model,
-        status=status,
-        cwd=cwd,
-        provider=provider,
-        runs=runs,
-        prompt=prompt,
-        usage=Usage(*row[9:13]),
-        reason=reason,
-        origin=Origin(path=origin_path, length=origin_length, sha256=origin_sha256) if origin_path is not None else None,
-        parent=Parent(session=parent_id, line=parent_line, chain=parent_chain) if parent_id is not None else None,
-    )
+    summary = Summary(session, created, model, status, cwd, provider, runs, prompt, Usage(*row[9:13]), reason=reason)
+    if origin_path is not None:
+        summary.origin = Origin(path=origin_path, length=origin_length, sha256=origin_sha256)
+    if parent_id is not None:
+        summary.parent = Parent(session=parent_id, line=parent_line, chain=parent_chain)
+    return summary

@@ -23,7 +23,10 @@ live, bare, ...), each the best of ``--repeat``:
   event pushed through ``LiveChatView`` (what a terminal would run).
 
 A smaller stream (``--mb`` / 10) is measured the same way, to show the time
-per chunk does not grow with the stream (no quadratic string building).
+per chunk does not grow with the stream (no quadratic string building); and
+each API's reassembly, through its registered ``WireApi``, is timed on streams
+of N and 4N one-character deltas (text and a tool call's arguments) for the
+same figure per API (it was a timed unit test once).
 Nothing here is a pass/fail test: the machine is shared and noisy, so read
 the ratios, which compare figures taken in the same run.
 """
@@ -43,7 +46,9 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tiny_agent.journal.json_profile import LineDecoder  # noqa: E402
+from tiny_agent.loopback import Answer, Call, StreamShape, event_stream  # noqa: E402
 from tiny_agent.wire.chat.stream import LiveChatView, Reassembled, reassemble  # noqa: E402
+from tiny_agent.wire.registry import API  # noqa: E402
 from tiny_agent.wire.sse import SseDecoder, parse_events  # noqa: E402
 
 WORDS = ["the", "stream", "résumé", "naïve", "→", "journal", "😀", "bytes", "seam", "token", "ok", "Zürich", "\n", "  ", "日本"]
@@ -160,6 +165,18 @@ def report(label: str, text: str, repeat: int) -> dict[str, float]:
     return {name: seconds / outcome.chunks for name, seconds in best.items()}
 
 
+def per_api(pieces: int, repeat: int) -> None:
+    """Each API's reassembly of ``pieces`` and 4x ``pieces`` one-character deltas: the time per delta should not grow."""
+    print(f"every API, {pieces:,} and {4 * pieces:,} deltas of text and of arguments (best of {repeat}):")
+    for name, wire in API.items():
+        per_delta = []
+        for count in (pieces, 4 * pieces):
+            answer = Answer(text="tök " * (count // 4), calls=(Call("t", '{"a":[' + "1," * (count // 2) + "1]}"),))
+            text = event_stream(name, answer, StreamShape(piece=1, pings=False)).decode("utf-8")
+            per_delta.append(min(timed(lambda text=text, wire=wire: wire.reassemble(text)) for _ in range(repeat)) / (2 * count))
+        print(f"  {name:<10} {per_delta[0] * 1e6:7.2f} µs/delta, then {per_delta[1] * 1e6:7.2f}: {per_delta[1] / per_delta[0]:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=20.0, help="size of the text part of the stream (default 20)")
@@ -171,6 +188,7 @@ def main() -> None:
     large = report("large", generate(args.mb, args.call_chunks), args.repeat)
     growth = {name: large[name] / small[name] for name in large}
     print("time per chunk, large / small: " + ", ".join(f"{name} {value:.2f}x" for name, value in growth.items()))
+    per_api(10_000, args.repeat)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+# Hypothesis has clocks of its own: a 200 ms deadline per example and a "too slow" health check.  On a
+# loaded machine those fail a correct test, so neither applies anywhere (a test may still set its own).
+settings.register_profile("no-clocks", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("no-clocks")
 
 
 def shared_dir() -> Path:
@@ -26,6 +36,17 @@ def conformance() -> Path:
     if not path.is_dir():
         pytest.fail(f"conformance fixtures not found at {path} (set TINY_AGENT_SHARED)")
     return path
+
+
+def until(ready: Callable[[], bool], what: str, process: subprocess.Popen[str] | None = None, seconds: float = 60.0) -> None:
+    """Wait for ``ready()``; fail naming ``what`` if it has not happened in ``seconds`` (generous: a loaded
+    machine is slow, not wrong), or at once if ``process`` ended meanwhile."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended before {what}: {process.communicate()}")
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
+        time.sleep(0.02)
 
 
 # -- PostgreSQL: a scratch schema per test, all of a run's dropped at its end --------------------------

@@ -15,13 +15,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import replies
-from conftest import PROJECT_ROOT, isolated_workspace
+from conftest import PROJECT_ROOT, isolated_workspace, until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz import mutate
@@ -130,10 +129,8 @@ def test_read_of_a_fifo_answers_at_once(capsys, workspace: Path) -> None:
     os.mkfifo(workspace / "pipe")
     script = [replies.read("pipe"), replies.answer("No.")]
     with LoopbackServer(script) as server:
-        started = time.monotonic()
         code, _, err = run(capsys, server)
     assert code == 0, err
-    assert time.monotonic() - started < 20
     (path,) = sessions_of(workspace)
     assert "not a regular file" in read_journal(path).transcript[2].content
 
@@ -260,8 +257,7 @@ def test_sigterm_records_the_abort_and_exits_143(workspace: Path) -> None:
             [sys.executable, "-m", "tiny_agent", "run", "hi", "--base-url", server.base_url, "--model", "m", "--no-stream"],
             cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        while server.request_count == 0:
-            time.sleep(0.05)
+        until(lambda: server.request_count > 0, "the request arrived", process)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 143

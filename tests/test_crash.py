@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import replies
-from conftest import PROJECT_ROOT, StoreUnderTest
+from conftest import PROJECT_ROOT, StoreUnderTest, until
 
 from tiny_agent.fold.transcript_rules import transcript_violation
 from tiny_agent.journal.transcript import AssistantMessage, ToolMessage
@@ -266,10 +266,9 @@ def _records(path: Path) -> list[str]:
 
 
 def test_ctrl_c_during_a_model_call(workspace):
-    with LoopbackServer([Reply(body=replies.answer("late").body, delay=10)]) as server:
+    with LoopbackServer([Reply(body=replies.answer("late").body, delay=120)]) as server:
         process = tiny(workspace, server, "run", "hello", wait=False)
-        while server.request_count == 0:
-            time.sleep(0.05)
+        until(lambda: server.request_count > 0, "the request arrived", process)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
@@ -283,10 +282,7 @@ def test_ctrl_c_during_a_tool_interrupts_it_and_answers_every_call(workspace):
     script = [replies.calls(("bash", json.dumps({"command": "sleep 20; echo late >> side-effects.log"})), ("read", '{"path":"README.md"}'))]
     with LoopbackServer(script) as server:
         process = tiny(workspace, server, "run", "hello", "--allow-bash", wait=False)
-        deadline = time.monotonic() + 20
-        while b"toolStarted" not in ((journal_of(workspace) or workspace / "none").read_bytes() if journal_of(workspace) else b""):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        until(lambda: b"toolStarted" in _journal_bytes(workspace), "the tool started", process)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
@@ -327,21 +323,49 @@ def _stalled_stream(stall_after: int) -> Reply:
     return replies.stream("chat", replies.text_answer("A long answer, " * 20), seed=7, stall_after=stall_after, stall_for=60)
 
 
-def _wait_for_bytes(server: LoopbackServer, process: subprocess.Popen[str]) -> None:
-    """Until the request has arrived and the first pieces have had time to reach the client."""
-    deadline = time.monotonic() + 30
-    while server.request_count == 0:
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(1.0)
+def _wait_for_bytes(server: LoopbackServer, process: subprocess.Popen[str], stall_after: int) -> None:
+    """Until the client holds every byte sent before the stall and waits for more.
+
+    The server has written them; the kernel has delivered them (nothing unacknowledged on the server's
+    socket, nothing unread on the client's: /proc/net/tcp); and the client is asleep, in its next read.
+    """
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net/tcp here: cannot tell when the client has read the bytes")
+
+    def holds_them() -> bool:
+        sent = server.sent_to(0)
+        if sent is None or sent.written < stall_after:
+            return False
+        if any(queues != (0, 0) for queues in _tcp_queues(server.port)):
+            return False
+        return Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S"
+
+    until(holds_them, f"the client read the first {stall_after} bytes", process)
+
+
+def _tcp_queues(port: int) -> list[tuple[int, int]]:
+    """(unacknowledged, unread) bytes of each established TCP socket to or from ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            ports = {int(address.rsplit(":", 1)[1], 16) for address in fields[1:3]}
+            if fields[3] == "01" and port in ports:
+                unacknowledged, unread = fields[4].split(":")
+                found.append((int(unacknowledged, 16), int(unread, 16)))
+    return found
+
+
+def _journal_bytes(workspace: Path) -> bytes:
+    path = journal_of(workspace)
+    return path.read_bytes() if path is not None else b""
 
 
 def test_ctrl_c_in_the_middle_of_a_stream_keeps_the_partial_bytes(workspace):
     reply = _stalled_stream(stall_after=300)
     with LoopbackServer([reply]) as server:
         process = tiny(workspace, server, "run", "hello", "--stream", wait=False)
-        _wait_for_bytes(server, process)
+        _wait_for_bytes(server, process, 300)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
@@ -366,7 +390,7 @@ def test_sigkill_in_the_middle_of_a_stream_then_resume_asks_again(workspace):
     finished = replies.stream("chat", replies.text_answer("Resumed."), seed=8)
     with LoopbackServer([stalled, finished]) as server:
         process = tiny(workspace, server, "run", "hello", "--stream", wait=False)
-        _wait_for_bytes(server, process)
+        _wait_for_bytes(server, process, 300)
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=30)
         path = journal_of(workspace)

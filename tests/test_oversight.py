@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -262,16 +260,6 @@ def test_large_content_stays_cheap_to_list(capsys, tmp_path, monkeypatch):
     assert code == 0
     (row,) = json.loads(out)
     assert row["prompt"] == "read the big file"
-    probe = (
-        "from pathlib import Path\n"
-        "from tiny_agent.oversight.verify import verify\n"
-        f"v = verify(Path({str(path)!r}))\n"
-        "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM'))\n"
-        "print(v.status, int(peak.split()[1]) // 1024)\n"
-    )
-    status, peak_mb = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT).stdout.split()
-    assert status == "open-tail" or status == "ok"
-    assert int(peak_mb) < 200, f"verify of a journal with a 20 MB line peaked at {peak_mb} MB"
 
 
 def test_sessions_lists_this_directorys_sessions_by_default_and_an_empty_store_is_empty(capsys, tmp_path, monkeypatch):

@@ -8,12 +8,18 @@ import sys
 
 import msgspec
 import pytest
-from builders import RunWriter, new_writer, write_tool_session
+from builders import SNAPSHOT, SNAPSHOT_DIGEST, RunWriter, new_writer, write_tool_session
 from lines import edit_line, join, reseal, split
 from spec_example import example_bytes
 
+from tiny_agent.agent import transactions
+from tiny_agent.agent.compaction import Cut
 from tiny_agent.errors import CorruptionError
 from tiny_agent.fold.lines import reduce_bytes
+from tiny_agent.journal.facts import RecordFact, StepAttempt
+from tiny_agent.journal.ids import uuid7
+from tiny_agent.journal.transcript import Usage
+from tiny_agent.stores.journal import CommitRejected
 
 V2 = example_bytes(9)  # the complete §20 example, without its torn tail
 
@@ -328,3 +334,33 @@ def test_the_process_wide_digit_limit_is_left_alone():
     assert sys.get_int_max_str_digits() == before
     with pytest.raises(ValueError):
         int(HUGE)
+
+
+# -- a compaction keeps a transcript a provider takes (§8.4) ---------------------------------
+
+
+@pytest.mark.parametrize(("compacted", "refused"), [(3, False), (2, True)])
+def test_a_compaction_may_not_keep_a_tool_result_without_its_call(tmp_path, compacted, refused):
+    """Cutting after the result keeps [answer]; cutting between the call and its result would keep [result, answer]."""
+    writer = new_writer(tmp_path / "s.jsonl")
+    run = RunWriter(writer)
+    run.start("read it")
+    run.attempt()
+    run.run_tool(run.call_tools([("read", '{"path":"README.md"}')]), 0, "# Example")
+    run.attempt()
+    run.finish(run.answer("It is an example."))
+    messages = transactions.message_ids(writer.state)
+    writer.commit(transactions.begin_compaction(writer.state, Cut(compacted=messages[:compacted], retained=messages[compacted:])))
+    operation = writer.state.operation
+    writer.commit([RecordFact(id="", record=StepAttempt(
+        operationId=operation.operationId, stepId=uuid7(), attemptId=uuid7(), stepKind="compaction", attempt=1,
+        contextThroughEntryId=operation.inputThroughEntryId, configurationSnapshot=SNAPSHOT, configurationDigest=SNAPSHOT_DIGEST,
+    ))])
+    settle = transactions.settle_compaction(writer.state, "A summary.", Usage(1, 1, 0, 0))
+    if not refused:
+        writer.commit(settle)
+        return
+    with pytest.raises(CommitRejected) as caught:
+        writer.commit(settle)
+    assert caught.value.error.code == "INVALID_TRANSCRIPT"
+    assert 'retained tail breaks the role rule: message 0: tool result for "call_0_' in caught.value.error.reason

@@ -148,3 +148,37 @@ def test_an_upgraded_open_run_goes_on_in_v3(workspace: Path) -> None:
         assert resumed.returncode == 0, resumed.stderr
         assert server.request_count == 1
     assert read_journal(upgraded).version == 3
+
+
+# -- the attempt cap follows the journal's version, whatever --retries says ------------------------------
+
+
+def _open_second_attempt(path: Path, version: int) -> None:
+    from builders import new_writer
+
+    writer = new_writer(path, version=version)
+    run = RunWriter(writer)
+    run.start("hi")
+    run.attempt(1)
+    run.attempt(2)
+    writer.close(seal=False)
+
+
+@pytest.mark.parametrize(("version", "planned"), [(2, {"type": "blocked", "reason": "attempts_exhausted"}), (3, "startStep")])
+def test_retries_3_never_plans_a_third_attempt_in_a_v2_journal(capsys, tmp_path: Path, version: int, planned: object) -> None:
+    from builders import SNAPSHOT_DIGEST
+    from test_replay_cli import call
+
+    path = tmp_path / "s.jsonl"
+    _open_second_attempt(path, version)
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps({"configurationDigest": SNAPSHOT_DIGEST, "environmentIdentity": "fixture", "tools": [], "maxAttempts": 3}))
+    code, out, _ = call(capsys, "resume", str(path), "--dry-run", "--json", "--current-config", str(current))
+    plan = json.loads(out)
+    if version == 2:
+        assert (code, plan) == (75, planned)
+    else:
+        assert (plan["type"], plan["attempt"]) == (planned, 3)
+    code, out, _ = call(capsys, "resume", str(path), "--dry-run", "--json", "--retries", "3", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    if version == 2:
+        assert (code, json.loads(out)) == (75, planned), "the v2 cap, before any configuration check"

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Peak memory where big inputs meet tiny-agent, each path in a fresh process (its VmHWM at exit).
+
+    python bench/memory_bench.py [--bomb-mib 300] [--line-mb 20]
+
+- ``verify`` of a journal holding one ``--line-mb`` MB tool result (it was a ``< 200 MB`` assertion in
+  tests/test_oversight.py);
+- ``run`` against a loopback server answering a gzip bomb (``--bomb-mib`` MiB of spaces, a few hundred KB
+  compressed) at the default ``--max-response-bytes`` (64 MiB) and at 1 MiB: the body is cut at the cap,
+  so the peak follows the cap, not the bomb (issue 22: 1.59 GB for 300 MiB before the cap);
+- the same cap met by a plain body (no content encoding) of twice the cap.
+
+Figures only, no thresholds: the machine is shared, so compare figures taken in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from builders import RunWriter, new_writer  # noqa: E402
+from replies import body as chat_body  # noqa: E402
+
+from tiny_agent.loopback import LoopbackServer, Reply  # noqa: E402
+
+MIB = 1024 * 1024
+PROBE = """
+import atexit, sys
+def peak():
+    kilobytes = next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM'))
+    sys.stderr.write(f'\\nPEAK_KB {kilobytes}\\n')
+atexit.register(peak)
+from tiny_agent.cli import main
+main(sys.argv[1:])
+"""
+
+
+def peak_of(*args: str, cwd: Path) -> tuple[int, float, str]:
+    """Exit code, peak resident memory in MB, and the last line of stderr before the figure."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, env=_env(cwd))
+    lines = done.stderr.strip().splitlines()
+    kilobytes = int(lines[-1].split()[1])
+    said = next((line for line in reversed(lines[:-1]) if line.strip()), "")
+    return done.returncode, kilobytes / 1024, said
+
+
+def _env(cwd: Path) -> dict[str, str]:
+    import os
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TINY_AGENT_") and not key.endswith("_API_KEY")}
+    return {**env, "PYTHONPATH": str(ROOT), "TINY_AGENT_SESSIONS_DIR": str(cwd / "sessions"), "XDG_CONFIG_HOME": str(cwd)}
+
+
+def verify_big_line(root: Path, megabytes: int) -> None:
+    store = root / "store"
+    store.mkdir()
+    path = store / "20260101T000000Z_01a2383b-1b4f-7d4f-bcb5-ea6b3b985201.jsonl"
+    writer = new_writer(path)
+    run = RunWriter(writer)
+    run.start("read the big file")
+    run.attempt()
+    asked = run.call_tools([("read", '{"path":"big.log"}')])
+    run.run_tool(asked, 0, "x" * (megabytes * 1_000_000))
+    writer.close()
+    code, peak, _ = peak_of("verify", str(path), cwd=root)
+    print(f"verify, one {megabytes} MB line ({path.stat().st_size / 1e6:.0f} MB journal): exit {code}, peak {peak:.0f} MB")
+
+
+def run_against(root: Path, label: str, reply: Reply, *flags: str) -> None:
+    work = root / label.replace(" ", "-")
+    work.mkdir()
+    with LoopbackServer([reply]) as server:
+        code, peak, said = peak_of("run", "hi", "--base-url", server.base_url, "--model", "m", "--retries", "1", "--no-stream", *flags, cwd=work)
+    journal = sum(path.stat().st_size for path in (work / "sessions").glob("*.jsonl"))
+    print(f"{label}: exit {code}, peak {peak:.0f} MB, journal {journal / 1e6:.1f} MB")
+    print(f"  {said[:160]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bomb-mib", type=int, default=300, help="what the gzip bomb expands to (default 300)")
+    parser.add_argument("--line-mb", type=int, default=20, help="the tool result line verify reads (default 20)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        verify_big_line(root, args.line_mb)
+        baseline = Reply(body=chat_body({"role": "assistant", "content": "ok"}))
+        run_against(root, "run, a small answer (baseline)", baseline)
+        bomb = gzip.compress(b" " * (args.bomb_mib * MIB), 9)
+        gzipped = Reply(body=bomb, headers={"Content-Encoding": "gzip"})
+        print(f"the bomb: {len(bomb) / 1e3:.0f} KB of gzip, {args.bomb_mib} MiB decoded")
+        run_against(root, "run, the bomb, default cap", gzipped)
+        run_against(root, "run, the bomb, 1 MiB cap", gzipped, "--max-response-bytes", str(MIB))
+        plain = Reply(body=b" " * (128 * MIB))
+        run_against(root, "run, 128 MiB plain, default cap", plain)
+
+
+if __name__ == "__main__":
+    main()

@@ -310,6 +310,20 @@ def test_a_dead_server_fails_the_call_and_the_next_call_reconnects(kit):
     assert sent.count("initialize") == 2
 
 
+@pytest.mark.parametrize("typed, answer", [("y\n", "yes"), ("a\n", "always"), ("\n", "no"), ("nope\n", "no"), ("", "closed")])
+def test_the_terminal_question(monkeypatch, typed, answer):
+    import io
+
+    from tiny_agent.agent.tools.mcp.hub import ask_on_terminal
+
+    prompts = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(typed))
+    monkeypatch.setattr(sys, "stderr", prompts)
+    assert ask_on_terminal("everything", "echo\x1b[2J", {"message": "\u202e"}) == answer
+    shown = prompts.getvalue()
+    assert "run MCP tool echo\\x1b[2J of server everything" in shown and "\\u202e" in shown and "\x1b" not in shown
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -30,6 +30,16 @@ def conformance_dir() -> Path:
     return shared_dir() / "conformance" / "tiny-agent-session-v2"
 
 
+@pytest.fixture(autouse=True)
+def _no_secrets_from_other_tests():
+    """Each test starts with a process that holds no secrets (a runtime built by another test remembers its key)."""
+    from tiny_agent.journal.secrets import Secrets, remember
+
+    remember(Secrets(), replace=True)
+    yield
+    remember(Secrets(), replace=True)
+
+
 @pytest.fixture(scope="session")
 def conformance() -> Path:
     path = conformance_dir()

@@ -154,7 +154,7 @@ def test_read_refuses_large_binary_and_missing_files(tmp_path: Path) -> None:
 def test_without_flag_or_terminal_a_write_is_refused(tmp_path: Path) -> None:
     outcome = write(ToolBox(tmp_path), "sub/a.txt", "hello")
     assert outcome == ToolOutcome(
-        content="Error: writing sub/a.txt was not approved: no terminal to ask, and --allow-write was not given", ok=False
+        content="Error: writing sub/a.txt was not approved: no terminal; use --allow-write", ok=False
     )
     assert not (tmp_path / "sub").exists()  # nothing, not even the directory, was made
 

@@ -1,10 +1,12 @@
 """What a terminal shows while a run is live: streamed text as it arrives, tool calls once complete,
 and the time a whole-body request has been waiting.
 
-This is only a view.  The bytes go to the journal untouched, and the
-canonical message is derived from them afterwards by pure code; what is
-shown here is never read back.  Used only when stdout is a terminal: piped
-output gets the final answer alone, as before.
+This is only a view.  The bytes go to the journal (redacted by its writer),
+and the canonical message is derived from them afterwards by pure code; what
+is shown here is never read back.  Streamed text goes out through a
+:class:`~tiny_agent.journal.secrets.SecretStream`: a key the model sends in
+pieces is held back until it is whole, and then shown as the marker.  Used
+only when stdout is a terminal: piped output gets the final answer alone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 from typing import Any, Protocol, TextIO
 
+from tiny_agent.journal.secrets import SecretStream, redact_text
 from tiny_agent.wire.chat.stream import LiveChatView, ShownText, ShownToolCall
 from tiny_agent.wire.sse import SseDecoder, SseEvent
 
@@ -32,6 +35,7 @@ class TerminalDisplay:
         self._decoder: SseDecoder | None = None
         self._view: _View | None = None
         self._ticker: _Ticker | None = None
+        self._text = SecretStream()
         self.printed_text = ""
         """The text of the last response shown live (the CLI skips printing it again)."""
         self._line_open = False
@@ -54,6 +58,7 @@ class TerminalDisplay:
         if self._ticker is not None:
             self._ticker.stop()
             self._ticker = None
+        self._print(self._text.finish())
         if self._line_open:
             self._out.write("\n")
             self._out.flush()
@@ -73,18 +78,24 @@ class TerminalDisplay:
         if self._ticker is not None:
             self._ticker.stop()
         if isinstance(shown, ShownText):
-            self._out.write(shown.text)
-            self._out.flush()
-            self.printed_text += shown.text
-            self._line_open = not shown.text.endswith("\n")
+            self._print(self._text.feed(shown.text))
             return
         if self._line_open:
             self._out.write("\n")
             self._line_open = False
-        arguments = shown.arguments if len(shown.arguments) <= 200 else shown.arguments[:197] + "..."
+        whole = redact_text(shown.arguments)[0]  # before cutting: a cut could leave half a key
+        arguments = whole if len(whole) <= 200 else whole[:197] + "..."
         again = " (complete)" if shown.revised else ""
         self._err.write(f"· the model calls {shown.name or '?'}({arguments}){again}\n")
         self._err.flush()
+
+    def _print(self, text: str) -> None:
+        if not text:
+            return
+        self._out.write(text)
+        self._out.flush()
+        self.printed_text += text
+        self._line_open = not text.endswith("\n")
 
 
 class _Ticker:

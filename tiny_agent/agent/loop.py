@@ -51,8 +51,8 @@ from tiny_agent.agent.recovery import (
 )
 from tiny_agent.agent.runtime import Policy, Runtime, build_runtime
 from tiny_agent.agent.settlement import settlement, summary_settlement
-from tiny_agent.journal.facts import Fact, RawResponse
-from tiny_agent.journal.redact import redact_bytes, redact_text
+from tiny_agent.journal.facts import Fact, RawFact, RawResponse
+from tiny_agent.journal.secrets import redact_bytes
 from tiny_agent.journal.state import (
     CompactionOperation,
     ConfigurationSnapshot,
@@ -60,6 +60,7 @@ from tiny_agent.journal.state import (
     RunOperation,
     SessionState,
     ToolCallState,
+    refusal_note,
 )
 from tiny_agent.providers.http import Received, TransportError, raw_response
 from tiny_agent.stores import failpoints
@@ -73,7 +74,7 @@ class DriveResult(msgspec.Struct):
     final: str | None = None
     """The final answer of a completed run."""
     reason: str | None = None
-    """Why a run failed or is blocked, in one line."""
+    """Why a run failed or is blocked, in one line; for a completed run, the writes it was refused (or None)."""
     actions: int = 0
     """How many planned actions this drive carried out (0: there was nothing to do)."""
     stopped_by: Signal | None = None
@@ -273,6 +274,7 @@ class Driver:
         self._commit(facts, "step-attempt")
         self._phase = ("model", None)
         request = self.runtime.request(self.state)
+        request = msgspec.structs.replace(request, body=redact_bytes(request.body)[0])  # what goes back to a model
         display = self.runtime.display
         received = Received(on_bytes=display.model_bytes if display is not None else None)
         self._last_received = received
@@ -294,7 +296,7 @@ class Driver:
 
     def _transport_failed(self, error: TransportError, attempt: int) -> None:
         """No response at all: retry while attempts remain (the planner says so), else fail the step."""
-        message = redact_text(error.message, self.runtime.secrets)[0]
+        message = error.message
         if error.retryable and attempt < self.runtime.policy.max_attempts:
             self._retry_reason = message
             return
@@ -324,15 +326,17 @@ class Driver:
         self._commit_raw(received)
 
     def _commit_raw(self, received: Received) -> None:
-        """Journal the response as received, secrets replaced by a marker (and counted) first."""
+        """Journal the response as received (the writer replaces secrets by a marker, and counts them)."""
         if received.status is None:
             raise ValueError("no response arrived")
-        body, redactions = redact_bytes(received.body(), self.runtime.secrets)
         raw = raw_response(
-            received.status, received.content_type, body, received.incomplete, redactions, received.content_encoding
+            received.status, received.content_type, received.body(), received.incomplete, received.content_encoding
         )
         stamped = self._commit(transactions.raw_response(self.state, raw), "raw")
-        self._last_raw = (stamped[0].id, raw)
+        fact = stamped[0]
+        if not isinstance(fact, RawFact):
+            raise AssertionError("a raw transaction starts with its raw fact")
+        self._last_raw = (fact.id, fact.raw)
 
     def _settle_from_raw(self, plan: SettleFromRaw) -> None:
         """Turn the attempt's stored response into its settling transaction (the same live and on resume)."""
@@ -389,8 +393,9 @@ class Driver:
         failpoints.maybe_crash(f"before-tool:{started.toolName}")
         outcome = self.runtime.toolbox.execute(started.toolName, started.arguments, started.toolStartedId)
         failpoints.maybe_crash(f"after-tool:{started.toolName}")
-        content = redact_text(outcome.content, self.runtime.secrets)[0]
-        self._commit(transactions.tool_result(started, content, outcome.ok), "tool-result")
+        if not outcome.ok:
+            self.report(f"  {started.toolName} (call {started.toolIndex}): {outcome.content.partition(chr(10))[0]}")
+        self._commit(transactions.tool_result(started, outcome.content, outcome.ok), "tool-result")
 
     def _announce_tool(self, plan: StartTool) -> ToolCallState | None:
         """Commit ``toolStarted`` for a call about to run; None (and a synthetic answer) when its arguments do not fit."""
@@ -519,7 +524,8 @@ class Driver:
     def _idle_result(self, actions: int) -> DriveResult:
         outcome = self._last_outcome
         if outcome == "completed":
-            return DriveResult(status="completed", final=self._final, actions=actions)
+            refused = refusal_note(self.state)
+            return DriveResult(status="completed", final=self._final, reason=refused, actions=actions)
         if outcome == "aborted" or self.stopped_by is not None:
             why = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
             return DriveResult(status="aborted", reason=why[self.stopped_by], actions=actions, stopped_by=self.stopped_by)

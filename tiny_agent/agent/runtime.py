@@ -21,7 +21,7 @@ from tiny_agent.agent.instructions import Instructions
 from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.journal.facts import Fact
-from tiny_agent.journal.redact import Secrets
+from tiny_agent.journal.secrets import remember
 from tiny_agent.journal.state import CompactionOperation, SessionState
 from tiny_agent.providers.http import Limits, Provider
 from tiny_agent.wire.registry import API, Api
@@ -103,7 +103,6 @@ class Runtime:
         api: Api = "chat",
         policy: Policy = Policy(),
         compacting: CompactionPolicy = CompactionPolicy(),
-        secrets: Secrets | None = None,
         display: Display | None = None,
         mcp: McpTools | None = None,
     ) -> None:
@@ -113,7 +112,6 @@ class Runtime:
         self.api = api
         self.policy = policy
         self.compacting = compacting
-        self.secrets = secrets or Secrets(())
         self.display = display
         self._connect = connect
         self._provider: Provider | None = None
@@ -210,11 +208,12 @@ def build_runtime(
     approve_mcp: McpApprover | None = None,
 ) -> Runtime:
     """The runtime for a session driven from ``cwd`` against ``endpoint``, offering ``instructions``; MCP servers start here."""
+    remember(endpoint.secrets())
     mcp: McpTools | None = None
     if mcp_servers:
         from tiny_agent.agent.tools.mcp.hub import McpTools  # the SDK's import costs ~0.5 s: only when used
 
-        mcp = McpTools(mcp_servers, allow=allow_mcp, approve=approve_mcp, secrets=endpoint.secrets())
+        mcp = McpTools(mcp_servers, allow=allow_mcp, approve=approve_mcp)
     toolbox = ToolBox(
         cwd,
         allow_bash=allow_bash,
@@ -236,13 +235,12 @@ def build_runtime(
         instructions=instructions.offered,
         instructions_section=instructions.section,
     )
-    secrets = endpoint.secrets()
 
     def connect() -> Provider:
         from tiny_agent.providers.http import HttpProvider
 
         endpoint.require_key()
-        return HttpProvider(endpoint, secrets, limits)
+        return HttpProvider(endpoint, limits)
 
     return Runtime(
         configuration,
@@ -251,7 +249,6 @@ def build_runtime(
         api=endpoint.api,
         policy=policy,
         compacting=compacting,
-        secrets=secrets if mcp is None else mcp.secrets,
         display=display,
         mcp=mcp,
     )

@@ -91,6 +91,8 @@ def _finish(
     elif result.final is not None and (display is None or display.printed_text.strip() != result.final.strip()):
         if result.status == "completed" or result.cut_off:
             sys.stdout.write(result.final.rstrip("\n") + "\n")
+    if result.status == "completed" and result.reason and not as_json:
+        progress(f"completed, but {result.reason}")
     if result.cut_off and not as_json:
         progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
     if seal_failure is not None:

@@ -121,6 +121,14 @@ def with_command(words: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """The ``tiny-agent`` command: the lean path when it understands the command line, typer otherwise."""
+    from tiny_agent.journal.secrets import guarded_output
+    from tiny_agent.providers.keys import environment_secrets
+
+    with guarded_output(environment_secrets(os.environ)):  # every line out passes the redactor
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> NoReturn:
     words = sys.argv[1:] if argv is None else argv
     completing = bool(os.environ.get(COMPLETION_ENV))
     try:

@@ -12,13 +12,13 @@ with it; treat them as read-only.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.journal.links import Origin, Parent
-from tiny_agent.journal.transcript import Message, StopReason, Usage
+from tiny_agent.journal.transcript import Message, StopReason, ToolMessage, Usage, UserMessage
 
 StepKind = Literal["assistant", "compaction"]
 StepStatus = Literal["attempting", "settled", "failed"]
@@ -283,10 +283,29 @@ def outcome_summary(state: SessionState) -> str | None:
     if last.outcome == "completed":
         if last.completion == "truncated":
             return "completed, truncated: the model's last tool calls were cut off by its token limit and not run"
-        return "completed"
+        refused = refusal_note(state)
+        return "completed" if refused is None else f"completed, but {refused}"
     if last.outcome == "aborted":
         return "aborted (Ctrl-C, SIGTERM or resume --abort); the journal records it cleanly"
     return _failure_summary(state, last.errorCode, last.errorMessage)
+
+
+NOT_APPROVED: Final = " was not approved: "
+"""What the result of a refused ``write`` says: ``Error: writing a.txt was not approved: <why>``."""
+
+
+def refusal_note(state: SessionState) -> str | None:
+    """The writes the newest run was refused (``1 write was not approved: no terminal; ...``), or None."""
+    reasons = []
+    for message in reversed(state.transcript):
+        if type(message) is UserMessage:
+            break
+        if type(message) is ToolMessage and message.content.startswith("Error: ") and NOT_APPROVED in message.content:
+            reasons.append(message.content.partition(NOT_APPROVED)[2])
+    if not reasons:
+        return None
+    count = "1 write was" if len(reasons) == 1 else f"{len(reasons)} writes were"
+    return f"{count} not approved: {reasons[-1]}"
 
 
 def _failure_summary(state: SessionState, code: str | None, message: str | None) -> str:

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import msgspec
 
-from tiny_agent.journal.redact import SECRET_PARAMETER_NAMES, SECRET_PARAMETER_WORDS
+from tiny_agent.journal.secrets import is_secret_parameter
 from tiny_agent.wire.registry import Api
 
 CREDENTIAL_HEADERS: Final = frozenset(("authorization", "x-api-key", "api-key", "proxy-authorization"))
@@ -104,15 +104,10 @@ def _safe_path(target: str) -> str:
         return target
     pairs = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if _credential_parameter(name) or _KEY_LOOKING.search(value):
+        if is_secret_parameter(name, value) or _KEY_LOOKING.search(value):
             value = fingerprint(value)
         pairs.append(f"{quote(name, safe='')}={quote(value, safe=':')}")
     return f"{parts.path}?{'&'.join(pairs)}"
-
-
-def _credential_parameter(name: str) -> bool:
-    lower = name.lower()
-    return lower in SECRET_PARAMETER_NAMES or any(word in lower for word in SECRET_PARAMETER_WORDS)
 
 
 def _json_or_none(raw: bytes) -> Any:

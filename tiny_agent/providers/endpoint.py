@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from tiny_agent.errors import ConfigError
-from tiny_agent.journal.redact import Secrets, collect_secrets
+from tiny_agent.journal.secrets import Secrets, collect_secrets
 from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem, is_loopback, safe_base_url
 from tiny_agent.wire.registry import Api, adapter_identity
 

@@ -24,7 +24,6 @@ import msgspec
 from tiny_agent import __version__
 from tiny_agent.errors import ConfigError
 from tiny_agent.journal.facts import RawResponse
-from tiny_agent.journal.redact import Secrets, redact_text
 from tiny_agent.wire.request import WireRequest
 
 if TYPE_CHECKING:
@@ -100,11 +99,10 @@ def raw_response(
     content_type: str | None,
     body: bytes,
     incomplete: str | None = None,
-    redactions: int = 0,
     content_encoding: str | None = None,
 ) -> RawResponse:
     """Text when the bytes are UTF-8, base64 otherwise; ``incomplete`` says why a body ended early,
-    ``redactions`` how many secrets were replaced in it, ``content_encoding`` what it was decoded from."""
+    ``content_encoding`` what it was decoded from.  The journal's writer redacts it (and counts) on commit."""
     try:
         text: str | msgspec.UnsetType = body.decode("utf-8")
         encoded: str | msgspec.UnsetType = msgspec.UNSET
@@ -117,7 +115,6 @@ def raw_response(
         bodyBase64=encoded,
         contentEncoding=content_encoding or msgspec.UNSET,
         incomplete=msgspec.UNSET if incomplete is None else incomplete,
-        redactions=redactions or msgspec.UNSET,
     )
 
 
@@ -229,16 +226,15 @@ def _network(clock: _Clock) -> httpcore.NetworkBackend:
 class HttpProvider:
     """POST to the endpoint's URL for ``request.path``; the body as received (decoded), streamed or whole.
 
-    Every message it makes (timeouts, refused connections) passes through the
-    endpoint's secrets first: an error can quote a URL with its credentials.
+    Redirects are never followed (httpcore follows none): an ``x-api-key`` or
+    ``api-key`` header would go along to another origin.
     """
 
-    def __init__(self, endpoint: Endpoint, secrets: Secrets, limits: Limits = Limits()) -> None:
+    def __init__(self, endpoint: Endpoint, limits: Limits = Limits()) -> None:
         import httpcore
 
         self._httpcore = httpcore
         self._endpoint = endpoint
-        self._secrets = secrets
         self._limits = limits
         self._clock = _Clock(limits)
         self._host = endpoint.host
@@ -304,8 +300,7 @@ class HttpProvider:
         return f"timed out (no response bytes for {limits.read:g} s; raise it with --read-timeout)"
 
     def _one_line(self, error: Exception) -> str:
-        text = " ".join(str(error).split()) or type(error).__name__
-        return redact_text(text, self._secrets)[0]
+        return " ".join(str(error).split()) or type(error).__name__
 
     def _headers(self, request: WireRequest, url: str) -> list[tuple[str, str]]:
         headers = {

@@ -3,7 +3,8 @@
 - A profile's own key variable is sent only to that profile's own hosts, over https.
 - ``TINY_AGENT_API_KEY`` is the explicit key for whatever base URL is in use.
 - Loopback URLs need no key, and get none unless ``TINY_AGENT_API_KEY`` is set.
-- Credentials written into a base URL, and secret-looking query values, are never shown or journaled.
+- Credentials written into a base URL, and secret query values, are never shown or journaled: what is
+  secret is :func:`tiny_agent.journal.secrets.is_secret_parameter`, the redactor's own rule.
 
 Pure: the environment is a mapping passed in.  No I/O.
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
 
 from tiny_agent.errors import ConfigError
+from tiny_agent.journal.secrets import Secrets, is_secret_parameter, key_secrets
 
 if TYPE_CHECKING:
     from tiny_agent.providers.profiles import Profile
@@ -24,9 +26,8 @@ if TYPE_CHECKING:
 EXPLICIT_KEY_ENV: Final = "TINY_AGENT_API_KEY"
 PROFILE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 """A profile's name: what routing identities and the config file may hold."""
-
-
-_SECRET_PARAMETER: Final = re.compile(r"key|token|secret|sig|pass|pwd|auth|credential|code|session", re.IGNORECASE)
+KEY_VARIABLE_SUFFIX: Final = "_API_KEY"
+"""Every profile's key variable ends so (``OPENAI_API_KEY``): the environment's keys, hidden from the start."""
 REDACTED: Final = "redacted"
 """What a secret-looking query value is shown as in a safe base URL."""
 _ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "git", "socks5", "grpc"))
@@ -81,15 +82,8 @@ def _safe_query(query: str) -> str:
     if not query:
         return ""
     pairs = parse_qsl(query, keep_blank_values=True)
-    shown = [(name, REDACTED if _secret_looking(name, value) else value) for name, value in pairs]
+    shown = [(name, REDACTED if is_secret_parameter(name, value) else value) for name, value in pairs]
     return "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in shown)
-
-
-def _secret_looking(name: str, value: str) -> bool:
-    if _SECRET_PARAMETER.search(name):
-        return True
-    # A long mix of letters and digits under an innocent name (?x=sk-abc123…) is treated as a key too.
-    return len(value) >= 16 and any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
 
 
 def is_loopback(host: str) -> bool:
@@ -177,6 +171,12 @@ def _environment_key(environ: Mapping[str, str], variable: str | None) -> KeyCho
     if not all(0x20 <= ord(character) < 0x7F for character in value):
         return KeyChoice(problem=f"{variable} holds a character an HTTP header cannot carry")
     return KeyChoice(value=value, source=variable)
+
+
+def environment_secrets(environ: Mapping[str, str]) -> Secrets:
+    """The keys the environment holds (``TINY_AGENT_API_KEY``, every ``*_API_KEY``), with their bearer headers."""
+    keys = (value.strip() for name, value in environ.items() if name == EXPLICIT_KEY_ENV or name.endswith(KEY_VARIABLE_SUFFIX))
+    return Secrets(form for key in keys for form in key_secrets(key))
 
 
 def key_is_set(environ: Mapping[str, str], variable: str | None) -> bool:

@@ -37,6 +37,7 @@ from tiny_agent.journal.facts import (
     encode_transaction,
 )
 from tiny_agent.journal.ids import now_ms, uuid7
+from tiny_agent.journal.secrets import redact_facts
 from tiny_agent.journal.state import Header, SessionState
 from tiny_agent.stores import failpoints
 from tiny_agent.stores.files import disk
@@ -394,9 +395,11 @@ class JournalWriter:
     # -- committing -----------------------------------------------------------
 
     def commit(self, facts: list[Fact], label: str = "transaction") -> list[Fact]:
-        """Append one transaction; returns the facts as written (seq, timestamp, seal stamped).
+        """Append one transaction; returns the facts as written (redacted; seq, timestamp, seal stamped).
 
-        The candidate line goes through the fold before a byte is written: a
+        Every fact passes the redactor first (:func:`tiny_agent.journal.secrets.redact_facts`):
+        no secret the process holds reaches a journal by any path.  The candidate line goes
+        through the fold before a byte is written: a
         refused transaction raises :class:`CommitRejected` and changes nothing.
         Ctrl-C and SIGTERM are held off until the commit is complete, so the
         fold and the journal never disagree.  ``label`` names the transaction
@@ -409,7 +412,7 @@ class JournalWriter:
             if self._attempts_refused is not None and _starts_attempt(facts):
                 raise ModelCallRefused(self._attempts_refused)
             with _signals_deferred():
-                stamped = self._stamp(facts)
+                stamped = self._stamp(redact_facts(facts))
                 line = encode_transaction(stamped)
                 try:
                     self.fold.apply_line(line)

@@ -19,6 +19,8 @@ import time
 from html import escape
 from typing import Final
 
+from tiny_agent.journal.secrets import redact_text
+
 CSS: Final = """
 :root{--fg:#1d2329;--muted:#5d6873;--line:#d9dee3;--bg:#fff;--panel:#f6f8fa;--ok:#1f7a3a;--bad:#b42318;--warn:#a15c00;
 --input:#4c78a8;--cache-read:#54a24b;--cache-write:#eeca3b;--output:#e45756;--drop:#ffe08a}
@@ -117,9 +119,13 @@ CSP: Final = (
 
 
 def document(title: str, body: str, *, toolbar: str = "") -> str:
-    """A whole HTML page; ``title`` is plain text (escaped here), ``body`` and ``toolbar`` are HTML."""
+    """A whole HTML page, redacted; ``title`` is plain text (escaped here), ``body`` and ``toolbar`` are HTML.
+
+    Every page is made here, so no secret the process holds reaches one, in
+    any spelling (HTML-escaped, or JSON-escaped in an embedded body).
+    """
     bar = f'<div id="toolbar" class="toolbar" hidden>{toolbar}</div>' if toolbar else ""
-    return (
+    page = (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">'
@@ -129,6 +135,7 @@ def document(title: str, body: str, *, toolbar: str = "") -> str:
         f"<title>{escape(title)}</title><style>{CSS}</style></head>\n"
         f"<body>{bar}{body}<script>{SCRIPT}</script></body></html>\n"
     )
+    return redact_text(page)[0]
 
 
 def text(value: object) -> str:

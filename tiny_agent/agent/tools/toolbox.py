@@ -43,6 +43,7 @@ from tiny_agent.agent.tools.sandbox import (
     scrubbed_environment,
     unconfined_notice,
 )
+from tiny_agent.journal.state import NOT_APPROVED
 from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 
 READ_LIMIT: Final = 256 * 1024
@@ -54,7 +55,7 @@ DIFF_WIDTH_LIMIT: Final = 400
 DIFF_INPUT_LIMIT: Final = READ_LIMIT
 """Files larger than this on either side get no diff: difflib's cost grows faster than their size."""
 
-NO_APPROVER_REASON: Final = "no terminal to ask, and --allow-write was not given"
+NO_APPROVER_REASON: Final = "no terminal; use --allow-write"
 
 
 class ConfinementError(Refusal):
@@ -252,7 +253,7 @@ class ToolBox:
         encoded = make(before)
         decision = self._decide(propose_write(path_text, before, encoded))
         if not decision.approved:
-            return ToolOutcome(content=f"Error: {verb} {path_text} was not approved: {decision.reason}", ok=False)
+            return ToolOutcome(content=f"Error: {verb} {path_text}{NOT_APPROVED}{decision.reason}", ok=False)
         self._write_bytes(path, path_text, encoded, exists=before is not None)
         return ToolOutcome(content=f"{done} ({decision.reason})", ok=True)
 

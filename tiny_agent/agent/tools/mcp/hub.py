@@ -29,7 +29,7 @@ from tiny_agent.errors import ConfigError, McpUnavailable
 from tiny_agent.journal.canonical import canonical_digest
 from tiny_agent.journal.facts import McpFact, McpMessage
 from tiny_agent.journal.ids import uuid7
-from tiny_agent.journal.redact import Secrets, redact_bytes, strip_url_credentials, url_secrets
+from tiny_agent.journal.secrets import Secrets, remember, url_secrets
 from tiny_agent.journal.state import SessionState
 from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 from tiny_agent.journal.transcript import ToolMessage
@@ -83,7 +83,6 @@ class McpTools:
         allow: Sequence[str] = (),
         approve: McpApprover | None = None,
         report: Callable[[str], None] | None = None,
-        secrets: Secrets = Secrets(()),
         environ: Mapping[str, str] | None = None,
     ) -> None:
         unknown = sorted(set(allow) - {server.name for server in servers})
@@ -110,7 +109,7 @@ class McpTools:
         except BaseException:
             self.close()
             raise
-        self.secrets = secrets | Secrets(value for server in self.servers.values() for value in server.secrets)
+        remember(Secrets(value for server in self.servers.values() for value in server.secrets))
 
     def _offer(self, server: _Server) -> None:
         name = server.config.name
@@ -219,7 +218,7 @@ class McpTools:
             self.commit(facts)
 
     def _message(self, record: Captured) -> McpMessage:
-        data, redactions = redact_bytes(record.data, self.secrets)
+        data = record.data  # redacted by the journal's writer, as every fact (and counted in redactions)
         text: str | UnsetType = UNSET
         encoded: str | UnsetType = UNSET
         try:
@@ -230,12 +229,11 @@ class McpTools:
         return McpMessage(
             direction=record.direction,
             method=_given(record.method),
-            url=UNSET if record.url is None else strip_url_credentials(record.url),
+            url=_given(record.url),
             status=_given(record.status),
             contentType=UNSET if record.status is None else record.content_type,
             body=text,
             bodyBase64=encoded,
-            redactions=redactions or UNSET,
             incomplete=_given(incomplete),
         )
 

@@ -99,8 +99,6 @@ class Secrets:
     def __repr__(self) -> str:
         return f"Secrets(<{len(self._values)} values>)"
 
-    __str__ = __repr__
-
     def _may_hold(self, data: str | bytes) -> bool:
         """A fast look (substring search) that rules a text out; the full pattern runs only when this says yes."""
         text = type(data) is str
@@ -127,9 +125,9 @@ def key_secrets(key: str) -> list[str]:
     return [key, f"Bearer {key}"]
 
 
-def collect_secrets(*, api_key: str | None = None, base_url: str | None = None, extra: Iterable[str] = ()) -> Secrets:
+def collect_secrets(*, api_key: str | None = None, base_url: str | None = None) -> Secrets:
     """The secrets of a provider configuration: the key, its Authorization header, the base URL's credentials."""
-    values = list(extra)
+    values: list[str] = []
     if api_key:
         values += key_secrets(api_key)
     if base_url:

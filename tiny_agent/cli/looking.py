@@ -263,6 +263,7 @@ def providers(args: Providers) -> None:
 
 
 def view(args: View) -> None:
+    from tiny_agent.oversight.render import counted
     from tiny_agent.providers.userconfig import load_user_config
     from tiny_agent.view.model import build_view_of
     from tiny_agent.view.session_page import session_page
@@ -285,7 +286,8 @@ def view(args: View) -> None:
     target = Path(output) if output else default_view_path(built.header.id)
     write_page(target, page, make_directory=output is None)
     attempts = len(built.attempts)
-    sys.stdout.write(f"wrote {target} ({len(page):,} bytes; {attempts:,} attempts, {len(built.operations):,} operations)\n")
+    shown = f"{counted(attempts, 'attempt')}, {counted(len(built.operations), 'operation')}"
+    sys.stdout.write(f"wrote {target} ({len(page):,} bytes; {shown})\n")
     if args.open_page:
         _open_in_browser(target)
 
@@ -325,6 +327,7 @@ def _open_in_browser(target: Path) -> None:
 
 
 def report(args: Report) -> None:
+    from tiny_agent.oversight.render import counted
     from tiny_agent.oversight.report import build_report, parse_day, report_lines
     from tiny_agent.providers.userconfig import load_user_config
 
@@ -348,7 +351,7 @@ def report(args: Report) -> None:
 
         page = report_page(figures).encode("utf-8", "replace")
         write_page(Path(html), page)
-        sys.stdout.write(f"wrote {html} ({len(page):,} bytes; {len(figures.rows):,} rows)\n")
+        sys.stdout.write(f"wrote {html} ({len(page):,} bytes; {counted(len(figures.rows), 'row')})\n")
         return
     for line in report_lines(figures, files.label):
         sys.stdout.write(line + "\n")

@@ -151,12 +151,17 @@ def test_mutated_journals_only_ever_raise_corruption(name, seed, rounds):
 
 @FUZZ
 @given(seed=st.integers(0, 2**32), rounds=st.integers(1, 3))
-def test_a_mutated_sealed_journal_is_rejected_or_a_prefix_of_the_original(seed, rounds):
-    original = reduce_bytes(SEALED).to_json()["transcript"]
-    kind, result = outcome(mutate(SEALED, seed, rounds))
+def test_a_mutated_sealed_journal_is_rejected_or_its_sealed_lines_are_the_original(seed, rounds):
+    """The seal chain's guarantee (session-v3): every committed line but the last is covered by the seal after it.
+
+    The last committed line of an open tail is covered by nothing (a crashed writer leaves one), so an
+    accepted mutation may differ from the original there, and only there.
+    """
+    mutated = mutate(SEALED, seed, rounds)
+    kind, _ = outcome(mutated)
     if kind == "ok":
-        transcript = result["transcript"]  # type: ignore[index]
-        assert transcript == original[: len(transcript)]
+        committed = mutated[: mutated.rfind(b"\n") + 1].split(b"\n")[:-1]
+        assert committed[:-1] == SEALED.split(b"\n")[: len(committed) - 1]
 
 
 @pytest.mark.parametrize("name", sorted(VALID))

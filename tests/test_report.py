@@ -145,9 +145,10 @@ def test_report_counts_this_directorys_sessions_by_day(root: Path) -> None:
     assert lines[0].startswith("usage by day: 1 session (sessions made in ")
     head = lines[1].split()
     assert head[:8] == ["day", "sessions", "runs", "completed", "failed", "aborted", "open", "attempts"]
-    total = lines[-3].split() if "no price" in out else lines[-1].split()
+    (total,) = [line.split() for line in lines if line.startswith("total ")]
     assert total[:8] == ["total", "1", "3", "1", "2", "0", "0", "6"]
-    assert "n/a" in lines[2] and "no price for test/model" in out
+    assert total[-3:] == ["≥", "$0.0001", "(partial)"], "the provider's own figure for the attempt that reported one"
+    assert "cost: as the provider reported it" in lines and "no price for test/model" in out
 
 
 def test_report_json_all_by_model_since(root: Path) -> None:
@@ -164,19 +165,26 @@ def test_report_json_all_by_model_since(root: Path) -> None:
     assert later["total"]["runs"]["completed"] == 1, "the story's run of today only"
 
 
+REPORTED = (0.0001, 60, 10, 40)
+"""The story's one response that reports its own cost: USD, and its input, output and cache read tokens."""
+
+
 def test_report_prices_and_partial_costs(root: Path) -> None:
-    whole = '[models."test/model"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\ncache_write = 1.0\n'
+    whole = '[models."test/model"]\ninput = 2.0\noutput = 3.0\ncache_read = 0.5\ncache_write = 1.0\n'
     code, out, err = report(root, "--json", config=whole)
     assert code == 0, err
     total = json.loads(out)["total"]
-    expected = (total["input"] * 1.0 + total["output"] * 2.0 + total["cacheRead"] * 0.5) / 1e6
-    assert total["cost"] == pytest.approx(expected) and total["unpriced"] == ""
+    usd, into, out_, read = REPORTED
+    priced = ((total["input"] - into) * 2.0 + (total["output"] - out_) * 3.0 + (total["cacheRead"] - read) * 0.5) / 1e6
+    assert total["cost"] == pytest.approx(usd + priced) and total["unpriced"] == ""
+    assert total["costFrom"] == ["prices", "provider"]
     code, out, _ = report(root, "--json", config='[models."test/model"]\ninput = 1.0\n')
     partial = json.loads(out)["total"]
-    assert partial["cost"] is None and partial["pricedCost"] == pytest.approx(partial["input"] / 1e6)
+    assert partial["cost"] is None and partial["pricedCost"] == pytest.approx(usd + (partial["input"] - into) / 1e6)
     assert partial["unpriced"] == "test/model (output, cache_read)"
     code, out, _ = report(root, config='[models."test/model"]\ninput = 1.0\n')
     assert "≥ $" in out and "(partial)" in out
+    assert "cost: as the provider reported it and from your prices" in out
 
 
 def test_report_by_session_and_html(root: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from conftest import PROJECT_ROOT, conformance_dir
 from test_view_support import HOSTILE, HOSTILE_MODEL, make_hostile, make_story, tiny, workspace
 
 from tiny_agent.journal.transcript import Usage
-from tiny_agent.oversight.cost import Cost, money, price, unpriced
+from tiny_agent.oversight.cost import Cost, cost_text, money, price, unpriced
 from tiny_agent.providers.userconfig import ModelSettings
 from tiny_agent.view import charts, page
 from tiny_agent.view.charts import MAX_BARS, Bar, bucketed, token_bars
@@ -222,13 +222,22 @@ def test_charts_escape_their_labels() -> None:
 def test_a_price_is_never_guessed() -> None:
     usage = Usage(input=1_000_000, output=500_000, cacheRead=2_000_000, cacheWrite=0)
     whole = price(usage, "m", {"m": ModelSettings(input=1.0, output=4.0, cache_read=0.1)})
-    assert whole == Cost(amount=1.0 + 2.0 + 0.2, missing=())
-    assert money(whole) == "$3.20"
+    assert whole == Cost(amount=1.0 + 2.0 + 0.2, missing=(), sources=("prices",))
+    assert money(whole) == "$3.20" and cost_text(whole) == "$3.20 from your prices"
     partial = price(usage, "m", {"m": ModelSettings(input=1.0, output=4.0)})
     assert partial.missing == ("m: cache_read",) and money(partial) == "≥ $3.00 (partial)"
     assert money(price(usage, "other", {})) == "n/a"
     assert unpriced(price(usage, "other", {})) == "other (input, output, cache_read)"
-    assert price(Usage(), "other", {}).known
+    assert price(Usage(), "other", {}).known and cost_text(price(Usage(), "other", {})) == "n/a", "no tokens, no price: n/a"
+    assert cost_text(price(Usage(), "m", {"m": ModelSettings(input=1.0)})) == "$0 from your prices"
+
+
+def test_the_providers_own_cost_is_used_and_labelled() -> None:
+    reported = Cost(0.000676, sources=("provider",))
+    assert cost_text(reported) == "$0.000676 as the provider reported it"
+    both = reported + price(Usage(input=1_000_000), "m", {"m": ModelSettings(input=1.0)})
+    assert cost_text(both) == "$1.00 as the provider reported it and from your prices"
+    assert cost_text(reported + price(Usage(output=5), "x", {})) == "≥ $0.000676 (partial) as the provider reported it"
 
 
 def test_the_view_prices_attempts_from_the_config(tmp_path: Path) -> None:

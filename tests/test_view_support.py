@@ -144,6 +144,29 @@ def make_hostile(root: Path) -> Path:
     return path
 
 
+REPORTED = [
+    {"prompt_tokens": 300, "completion_tokens": 20, "cost": 0.000338},
+    {"prompt_tokens": 320, "completion_tokens": 25, "cost": 0.000338},
+]
+"""Two answers whose provider reports each one's cost: $0.000676 in all."""
+UNPRICED = [{"prompt_tokens": 300, "completion_tokens": 20}, {"prompt_tokens": 320, "completion_tokens": 25}]
+"""Two answers with tokens and no cost: without a price in the config there is no figure."""
+ZERO = [{"prompt_tokens": 0, "completion_tokens": 0}] * 2
+"""Two answers that report no tokens at all."""
+
+
+def make_answers(root: Path, usages: list[dict[str, object]], model: str = "test/model") -> Path:
+    """One run per usage, each a plain answer whose body reports exactly that ``usage``."""
+    with workspace(root):
+        flags: tuple[str, ...] = ()
+        for number, usage in enumerate(usages, start=1):
+            with LoopbackServer([replies.answer(f"answer {number}", usage=usage)]) as server:
+                code, _, err = run(server, f"question {number}", "--no-stream", *flags, model=model)
+            assert code == 0, err
+            flags = ("--session", str(only_session(root)))
+    return only_session(root)
+
+
 @pytest.fixture(scope="module")
 def story(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_story(tmp_path_factory.mktemp("story"))

@@ -155,16 +155,14 @@ class _Chat:
 
     def cost(self, rest: str) -> None:
         from tiny_agent.oversight.audit import audit_chunks
-        from tiny_agent.oversight.cost import dollars, money, price, total
+        from tiny_agent.oversight.cost import attempt_cost, cost_text, total
         from tiny_agent.oversight.render import usage_summary
         from tiny_agent.providers.userconfig import load_user_config
 
         found = self._found()
-        report = audit_chunks(found.chunks(), found.name)
         prices = load_user_config(os.environ).models
-        priced = total(price(totals.usage, name, prices) for name, totals in report.models.items())
-        reported = f"; the provider reported {dollars(report.cost)}" if report.cost else ""
-        sys.stdout.write(f"usage: {usage_summary(self.writer.state.usage)}\ncost: {money(priced)} from your prices{reported}\n")
+        cost = total(attempt_cost(attempt, prices) for attempt in audit_chunks(found.chunks(), found.name).attempts)
+        sys.stdout.write(f"usage: {usage_summary(self.writer.state.usage)}\ncost: {cost_text(cost)}\n")
 
     def tools(self, rest: str) -> None:
         for spec in self.runtime.toolbox.specs():

@@ -1,8 +1,11 @@
-"""What tokens cost, from the user's per-model prices (``[models."NAME"]`` in the config file).
+"""What tokens cost: as the provider reported it, else from the user's prices (``[models."NAME"]``).
 
-A price is never guessed: a component (input, output, cache read, cache
-write) that has tokens but no price leaves the cost *partial*, and the
-missing components are named so a page can say what to add to the config.
+A response that carries its own cost (OpenRouter's ``usage.cost``) is
+counted at that figure; the others are priced from the config.  A price is
+never guessed: a component (input, output, cache read, cache write) that has
+tokens but no price leaves the cost *partial*, and the missing components are
+named so a page can say what to add to the config.  Where neither exists the
+cost is ``n/a``, the same word everywhere.
 
 Pure.
 """
@@ -17,38 +20,35 @@ import msgspec
 from tiny_agent.journal.transcript import Usage
 
 if TYPE_CHECKING:
+    from tiny_agent.oversight.audit import AttemptAudit
     from tiny_agent.providers.userconfig import ModelSettings
 
 PER: Final = 1_000_000
 """Prices are USD per million tokens."""
+SOURCES: Final = {"provider": "as the provider reported it", "prices": "from your prices"}
 
 
 class Cost(msgspec.Struct, frozen=True):
-    """USD for the tokens whose price is known, and what had tokens but no price."""
+    """USD where a figure is known, where the figures came from, and what had tokens but no price."""
 
     amount: float = 0.0
     missing: tuple[str, ...] = ()
     """``model: component`` for each component that had tokens and no price (then ``amount`` is partial)."""
+    sources: tuple[str, ...] = ()
+    """``provider`` (its own figure) and/or ``prices`` (the config's); none: there is no figure at all."""
 
     @property
     def known(self) -> bool:
+        """A figure covers every token (an empty cost has no figure: see :attr:`sources`)."""
         return not self.missing
-
-    @property
-    def priced(self) -> bool:
-        """Whether any part of it had a price (a partial cost still says something)."""
-        return self.amount > 0 or self.known
 
     def __add__(self, other: Cost) -> Cost:
         missing = tuple(dict.fromkeys((*self.missing, *other.missing)))
-        return Cost(amount=self.amount + other.amount, missing=missing)
-
-
-FREE: Final = Cost()
+        return Cost(self.amount + other.amount, missing, tuple(sorted({*self.sources, *other.sources})))
 
 
 def price(usage: Usage, model: str, prices: Mapping[str, ModelSettings]) -> Cost:
-    """The cost of ``usage`` on ``model``; components with tokens and no price are named, not guessed."""
+    """The cost of ``usage`` on ``model`` from the user's prices; components with tokens and no price are named."""
     settings = prices.get(model)
     parts = (
         ("input", usage.input, None if settings is None else settings.input),
@@ -65,11 +65,19 @@ def price(usage: Usage, model: str, prices: Mapping[str, ModelSettings]) -> Cost
             missing.append(f"{model}: {component}")
             continue
         amount += tokens * rate / PER
-    return Cost(amount=amount, missing=tuple(missing))
+    return Cost(amount, tuple(missing), () if settings is None else ("prices",))
+
+
+def attempt_cost(attempt: AttemptAudit, prices: Mapping[str, ModelSettings]) -> Cost:
+    """One attempt's cost: the figure its response reported, else its usage at the user's prices."""
+    response = attempt.response
+    if response is not None and response.cost is not None:
+        return Cost(response.cost, sources=("provider",))
+    return price(attempt.usage, attempt.model, prices)
 
 
 def total(costs: Iterable[Cost]) -> Cost:
-    result = FREE
+    result = Cost()
     for cost in costs:
         result = result + cost
     return result
@@ -84,17 +92,21 @@ def unpriced(cost: Cost) -> str:
     return "; ".join(f"{model} ({', '.join(components)})" for model, components in by_model.items())
 
 
-def unpriced_models(cost: Cost) -> list[str]:
-    return list(dict.fromkeys(item.rpartition(": ")[0] for item in cost.missing))
-
-
 def money(cost: Cost) -> str:
-    """``$0.001234``, ``≥ $0.0012 (partial)`` or ``n/a``."""
-    if cost.known:
-        return dollars(cost.amount)
-    if cost.amount > 0:
-        return f"≥ {dollars(cost.amount)} (partial)"
-    return "n/a"
+    """``$0.001234``, ``≥ $0.0012 (partial)``, or ``n/a`` when there is no figure at all."""
+    if not cost.sources:
+        return "n/a"
+    return dollars(cost.amount) if cost.known else f"≥ {dollars(cost.amount)} (partial)"
+
+
+def cost_text(cost: Cost) -> str:
+    """:func:`money` and where the figure came from: ``$0.000676 as the provider reported it``, or ``n/a``."""
+    return f"{money(cost)} {source(cost)}".rstrip()
+
+
+def source(cost: Cost) -> str:
+    """``as the provider reported it``, ``from your prices``, both joined by ``and``, or nothing."""
+    return " and ".join(SOURCES[name] for name in SOURCES if name in cost.sources)
 
 
 def dollars(amount: float) -> str:
@@ -102,4 +114,4 @@ def dollars(amount: float) -> str:
         return "$0"
     if amount >= 1:
         return f"${amount:,.2f}"
-    return f"${amount:.6f}".rstrip("0")
+    return f"${amount:.6f}".rstrip("0") if amount >= 0.000001 else "< $0.000001"

@@ -1,8 +1,8 @@
 """``tiny-agent report``: usage across sessions, per day, model or session, from the sessions index.
 
-Tokens, cache hit rate, cost where the user's config has prices (never
-guessed: a row with unpriced tokens says its cost is partial and which models
-lack a price), attempts, and runs by outcome.  The figures come from the
+Tokens, cache hit rate, cost (as the provider reported it, else from the
+user's prices: never guessed, a row with unpriced tokens says its cost is
+partial and which models lack a price), attempts, and runs by outcome.  The figures come from the
 index's per-session buckets (usage per UTC day and model, runs by outcome),
 so a report over thousands of sessions reads no journal that the index can
 vouch for.
@@ -20,7 +20,7 @@ import msgspec
 
 from tiny_agent.errors import UsageError
 from tiny_agent.journal.transcript import Usage
-from tiny_agent.oversight.cost import Cost, money, price, unpriced
+from tiny_agent.oversight.cost import Cost, money, price, source, unpriced
 from tiny_agent.oversight.render import counted
 from tiny_agent.providers.userconfig import ModelSettings
 
@@ -56,11 +56,17 @@ class Row(msgspec.Struct):
     cacheWrite: int = 0
     cacheHitRate: float | None = None
     cost: float | None = None
-    """USD, when every token of the row has a price."""
+    """USD, when every token of the row has a figure (the provider's or a price)."""
     pricedCost: float = 0.0
-    """USD of the tokens that have a price (equals ``cost`` when it is known)."""
+    """USD of the tokens that have a figure (equals ``cost`` when it is known)."""
     unpriced: str = ""
     """``model (component, ...)`` for tokens without a price; empty when the cost is whole."""
+    costFrom: list[str] = msgspec.field(default_factory=list)
+    """Where the figures came from: ``provider`` (the responses' own), ``prices`` (the config's); none: n/a."""
+
+    @property
+    def figure(self) -> Cost:
+        return Cost(self.pricedCost, (self.unpriced,) if self.unpriced else (), tuple(self.costFrom))
 
     @property
     def usage(self) -> Usage:
@@ -173,8 +179,15 @@ class _Group:
             row.runs.failed += bucket.failed
             row.runs.aborted += bucket.aborted
             row.runs.open += bucket.open
-            usage = Usage(input=bucket.input, output=bucket.output, cacheRead=bucket.cacheRead, cacheWrite=bucket.cacheWrite)
-            self.cost = self.cost + price(usage, bucket.model, prices)
+            costed = bucket.costed
+            usage = Usage(
+                input=bucket.input - costed.input,
+                output=bucket.output - costed.output,
+                cacheRead=bucket.cacheRead - costed.cacheRead,
+                cacheWrite=bucket.cacheWrite - costed.cacheWrite,
+            )
+            reported = Cost(bucket.cost, sources=("provider",)) if bucket.reports else Cost()
+            self.cost = self.cost + price(usage, bucket.model, prices) + reported
 
     def finish(self) -> Row:
         row = self.row
@@ -183,6 +196,7 @@ class _Group:
         row.pricedCost = self.cost.amount
         row.cost = self.cost.amount if self.cost.known else None
         row.unpriced = unpriced(self.cost)
+        row.costFrom = list(self.cost.sources)
         return row
 
 
@@ -199,10 +213,6 @@ def _ordered(rows: list[Row], by: Grouping, entries: Sequence[ReportEntry]) -> l
 
 HEAD: Final = ["", "sessions", "runs", "completed", "failed", "aborted", "open", "attempts", "input", "output"]
 HEAD_REST: Final = ["cache read", "cache write", "hit rate", "cost"]
-
-
-def row_cost(row: Row) -> str:
-    return money(Cost(amount=row.pricedCost, missing=(row.unpriced,) if row.unpriced else ()))
 
 
 def report_lines(report: Report, store_label: str) -> Iterator[str]:
@@ -222,16 +232,16 @@ def report_lines(report: Report, store_label: str) -> Iterator[str]:
             yield "  ".join("-" * width for width in widths)
         cells = [line[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in zip(line[1:], widths[1:], strict=True))]
         yield "  ".join(cells).rstrip()
-    partial = [row for row in report.rows if row.unpriced]
-    if partial or report.total.unpriced:
-        yield ""
-        missing = report.total.unpriced
-        yield f"no price for {missing}: their tokens are not in the cost (add [models.\"NAME\"] prices to the config)"
+    notes = list(cost_notes(report.total))
+    yield from ["", *notes] if notes else []
     yield from _skipped(report)
 
 
+def hit_rate(row: Row) -> str:
+    return "n/a" if row.cacheHitRate is None else f"{row.cacheHitRate:.1%}"
+
+
 def _cells(row: Row) -> list[str]:
-    rate = "n/a" if row.cacheHitRate is None else f"{row.cacheHitRate:.1%}"
     runs = row.runs
     counts = [runs.total, runs.completed, runs.failed, runs.aborted, runs.open, row.attempts, row.input, row.output]
     label = row.label if len(row.label) <= 40 else row.label[:39] + "…"
@@ -241,9 +251,17 @@ def _cells(row: Row) -> list[str]:
         *(f"{count:,}" for count in counts),
         f"{row.cacheRead:,}",
         f"{row.cacheWrite:,}",
-        rate,
-        row_cost(row),
+        hit_rate(row),
+        money(row.figure),
     ]
+
+
+def cost_notes(row: Row) -> Iterator[str]:
+    """Where the cost column's figures came from, and which tokens have none."""
+    if row.costFrom:
+        yield f"cost: {source(row.figure)}"
+    if row.unpriced:
+        yield f'no price for {row.unpriced}: their tokens are not in the cost (add [models."NAME"] prices to the config)'
 
 
 def _skipped(report: Report) -> Iterator[str]:

@@ -11,8 +11,10 @@ from collections.abc import Iterator, Mapping
 from typing import Final, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from tiny_agent.errors import CorruptionError
+from tiny_agent.journal.facts import RawResponse
 from tiny_agent.journal.links import Origin, Parent, lineage_words
 from tiny_agent.journal.state import Header, IdleOperation, SessionState, outcome_summary
 from tiny_agent.journal.transcript import Usage, UserMessage
@@ -37,6 +39,11 @@ class Bucket(msgspec.Struct):
     failed: int = 0
     aborted: int = 0
     open: int = 0
+    reports: int = 0
+    """Attempts whose response reported its own cost (OpenRouter's ``usage.cost``)."""
+    cost: float = 0.0
+    """USD those responses reported, for the usage in ``costed``."""
+    costed: Usage = Usage()
 
 
 class Summary(msgspec.Struct):
@@ -172,6 +179,7 @@ def listed_row(summary: Summary, handle: str, name: str, holder: str | None, han
 
 class _Snapshot(msgspec.Struct):
     model: str
+    adapterIdentity: str = ""
 
 
 class _Record(msgspec.Struct):
@@ -193,21 +201,76 @@ class _Envelope(msgspec.Struct):
     record: _Record | None = None
 
 
+class _Raw(msgspec.Struct):
+    kind: str
+    attemptId: str = ""
+    raw: RawResponse | None = None
+
+
 _ENVELOPES: Final = msgspec.json.Decoder(list[_Envelope] | _Envelope)
+_RAWS: Final = msgspec.json.Decoder(list[_Raw] | _Raw)
+COST_MARK: Final = b'\\"cost\\"'
+"""``"cost"`` inside a body stored as a JSON string: only lines holding it can report a cost."""
 
 
 def usage_buckets(lines: Iterator[tuple[int, bytes]], header_model: str) -> list[Bucket]:
-    """Usage per (UTC day, model) and runs by outcome, from the committed lines of an accepted journal.
+    """Usage per (UTC day, model), runs by outcome, and the costs responses reported, from an accepted journal.
 
-    A light second read: only each fact's envelope is decoded, never its contents.
+    A light second read: only each fact's envelope is decoded, and the body of a response only when its
+    line holds ``"cost"``.
     """
     tally = _Tally(header_model)
     for number, line in lines:
         if number > 1:
+            if COST_MARK in line:
+                raws = _RAWS.decode(line)
+                for raw in raws if isinstance(raws, list) else [raws]:
+                    tally.raw(raw)
             decoded = _ENVELOPES.decode(line)
             for fact in decoded if isinstance(decoded, list) else [decoded]:
                 tally.fact(fact)
     return tally.buckets()
+
+
+BUCKETS_VERSION: Final = 2
+"""Of the buckets a database keeps beside a session (2: the costs responses reported); others are made again."""
+
+
+class _Kept(msgspec.Struct):
+    version: int
+    buckets: list[Bucket]
+
+
+def kept_buckets(buckets: list[Bucket]) -> bytes:
+    return msgspec.json.encode(_Kept(BUCKETS_VERSION, buckets))
+
+
+def read_kept(data: bytes) -> list[Bucket] | None:
+    """The buckets :func:`kept_buckets` encoded, or None when they are of another version (or not buckets)."""
+    try:
+        kept = msgspec.json.decode(data, type=_Kept)
+    except msgspec.DecodeError:
+        return None
+    return kept.buckets if kept.version == BUCKETS_VERSION else None
+
+
+def reported_cost(raw: RawResponse, adapter_identity: str) -> float | None:
+    """The cost a stored response reports, read as its API's seam reads it (audit's figure); None when none."""
+    from tiny_agent.wire.registry import API, parse_adapter_identity
+    from tiny_agent.wire.seam import Reject, decode_body
+    from tiny_agent.wire.sse import looks_like_sse
+
+    identity = parse_adapter_identity(adapter_identity)
+    api = API[identity.api]
+    if raw.body is UNSET:
+        return None
+    try:
+        value = api.reassemble(raw.body).body if looks_like_sse(raw.body) else decode_body(raw.body)
+    except Reject:
+        return None
+    if api.adapt is not None:
+        value, _ = api.adapt(value, identity.adapters)
+    return api.seam.read_usage(value)[0].cost
 
 
 class _Tally:
@@ -215,6 +278,9 @@ class _Tally:
         self.header_model = header_model
         self.by_key: dict[tuple[str, str], Bucket] = {}
         self.attempt_models: dict[str, str] = {}
+        self.attempt_apis: dict[str, str] = {}
+        self.costs: dict[str, float] = {}
+        """Attempt id -> the cost its response reported, until its usage fact."""
         self.runs: dict[str, tuple[str, str | None]] = {}
         """Open runs: operation id -> (day it started, model of its first attempt)."""
 
@@ -232,8 +298,19 @@ class _Tally:
             bucket.output += usage.output
             bucket.cacheRead += usage.cacheRead
             bucket.cacheWrite += usage.cacheWrite
+            cost = self.costs.pop(fact.attemptId, None)
+            if cost is not None:
+                bucket.reports += 1
+                bucket.cost += cost
+                bucket.costed = bucket.costed + usage
         elif fact.kind == "record" and fact.record is not None:
             self.record(fact.record, utc_day(fact.timestamp))
+
+    def raw(self, fact: _Raw) -> None:
+        if fact.kind == "raw" and fact.raw is not None and fact.attemptId in self.attempt_apis:
+            cost = reported_cost(fact.raw, self.attempt_apis[fact.attemptId])
+            if cost is not None:
+                self.costs[fact.attemptId] = cost
 
     def record(self, record: _Record, day: str) -> None:
         if record.type == "runStarted":
@@ -241,6 +318,7 @@ class _Tally:
         elif record.type == "stepAttempt" and record.configurationSnapshot is not None:
             model = record.configurationSnapshot.model
             self.attempt_models[record.attemptId] = model
+            self.attempt_apis[record.attemptId] = record.configurationSnapshot.adapterIdentity
             self.bucket(day, model).attempts += 1
             run = self.runs.get(record.operationId)
             if run is not None and run[1] is None:

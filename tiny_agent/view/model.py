@@ -52,7 +52,7 @@ from tiny_agent.journal.facts import (
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit, AuditReport, Settled, audit_chunks
-from tiny_agent.oversight.cost import Cost, price
+from tiny_agent.oversight.cost import Cost, attempt_cost, total
 from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.oversight.verify import Verdict, verify_in
 from tiny_agent.providers.userconfig import ModelSettings
@@ -273,7 +273,7 @@ def build_view_of(
         report=report,
         operations=walk.operations,
         attempts=attempts,
-        cost=_sum_costs(attempts),
+        cost=total(attempt.cost for attempt in attempts),
         full=walk.full,
         rows=walk.rows,
     )
@@ -293,13 +293,6 @@ def _header(chunks: Iterable[bytes], name: str, handle: str) -> Header:
             model=line_header.model,
         )
     raise ValueError(f"{name}: no header line")  # unreachable: audit accepted the journal
-
-
-def _sum_costs(attempts: list[AttemptView]) -> Cost:
-    result = Cost()
-    for attempt in attempts:
-        result = result + attempt.cost
-    return result
 
 
 class _Walk:
@@ -465,7 +458,7 @@ class _Walk:
             model=audited.model,
             started=at,
             audit=audited,
-            cost=price(audited.usage, audited.model, self.prices),
+            cost=attempt_cost(audited, self.prices),
         )
         if self.in_full(audited.number):
             attempt.detail = AttemptDetail(raw=None)

@@ -17,7 +17,7 @@ from html import escape
 from typing import Final
 
 from tiny_agent.oversight.audit import AttemptAudit, ResponseAudit
-from tiny_agent.oversight.cost import money
+from tiny_agent.oversight.cost import cost_text
 from tiny_agent.view.json_html import json_html
 from tiny_agent.view.model import AttemptView, Clip, RawView
 from tiny_agent.view.page import facts_table, text
@@ -115,8 +115,6 @@ def _how(attempt: AttemptView, audited: AttemptAudit) -> str:
         rows.append(("dropped", f'<ul class="plain dropped">{dropped}</ul>' if dropped else "nothing"))
         if response.derivation:
             rows.append(("usage derivation", f"<code>{text(response.derivation)}</code>"))
-        if response.cost is not None:
-            rows.append(("cost reported", text(f"${response.cost:.6f}")))
         if response.redactions:
             rows.append(("redactions", text(f"{response.redactions} secret occurrence(s) replaced before journaling")))
         if response.incomplete:
@@ -125,7 +123,7 @@ def _how(attempt: AttemptView, audited: AttemptAudit) -> str:
     ledger = f"input {usage.input:,} · output {usage.output:,} · cache read {usage.cacheRead:,}"
     ledger += f" · cache write {usage.cacheWrite:,}"
     rows.append(("usage kept", text(ledger)))
-    rows.append(("cost (your prices)", text(money(attempt.cost))))
+    rows.append(("cost", text(cost_text(attempt.cost))))
     rows.append(("request", text(f"{audited.requestMessages} messages after the system prompt · {audited.requestDigest}")))
     rows.append(("configuration", text(f"{audited.adapterIdentity} · {audited.configurationDigest}")))
     if audited.notes:

@@ -5,8 +5,9 @@ Pure.
 
 from __future__ import annotations
 
-from tiny_agent.oversight.report import Report, Row, row_cost
-from tiny_agent.view.charts import Bar, line_chart, percent, token_bars, usd
+from tiny_agent.oversight.cost import money
+from tiny_agent.oversight.report import Report, Row, cost_notes, hit_rate
+from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.page import document, facts_table, grid, text
 
 
@@ -18,12 +19,11 @@ def report_page(report: Report) -> str:
         ("scope", f"<code>{text(scope)}</code>"),
         ("since", text(report.since or "the beginning")),
         ("tokens", text(f"{report.total.tokens:,}")),
-        ("cache hit rate", text(_rate(report.total))),
-        ("cost", text(row_cost(report.total))),
+        ("cache hit rate", text(hit_rate(report.total))),
+        ("cost", text(money(report.total.figure))),
     ]
-    if report.total.unpriced:
-        rows.append(("no price for", f'<span class="warn">{text(report.total.unpriced)}</span>'))
-    parts = [f"<header><h1>Usage by {text(report.by)}</h1>{facts_table(rows)}</header>"]
+    notes = "".join(f'<p class="note">{text(line)}</p>' for line in cost_notes(report.total))
+    parts = [f"<header><h1>Usage by {text(report.by)}</h1>{facts_table(rows)}{notes}</header>"]
     if report.rows:
         parts.append(_charts(report))
     parts.append("<h2>Figures</h2>")
@@ -34,40 +34,26 @@ def report_page(report: Report) -> str:
     return document(f"tiny-agent report by {report.by}", "".join(parts))
 
 
-def _bars(report: Report) -> list[Bar]:
-    return [
-        Bar(
-            key=row.key,
-            label=row.label,
-            tokens=(row.input, row.cacheRead, row.cacheWrite, row.output),
-            cost=row.cost,
-            partial=0.0 if row.cost is not None else row.pricedCost,
-        )
-        for row in report.rows
-    ]
+def _tick(report: Report, row: Row) -> str:
+    """A bar's x-axis label: the session's handle (its label's first word), else the key."""
+    return row.label.partition(" · ")[0] if report.by == "session" else row.key
 
 
 def _charts(report: Report) -> str:
-    bars = _bars(report)
-    keys = [row.key for row in report.rows]
+    bars = [
+        Bar(row.key, row.label, (row.input, row.cacheRead, row.cacheWrite, row.output), cost=row.figure, tick=_tick(report, row))
+        for row in report.rows
+    ]
+    shown = bucketed(bars)
+    ticks = [bar.tick or bar.key for bar in shown]
     parts = [f"<h2>Tokens by {text(report.by)}</h2>"]
     parts.append(token_bars(bars, title=f"tokens by {report.by}: input, cache read, cache write, output", css="tokens"))
-    rates = [row.cacheHitRate for row in report.rows]
+    rates = [bar.hit_rate for bar in shown]
     if any(rate is not None for rate in rates):
         parts.append(f"<h2>Cache hit rate by {text(report.by)}</h2>")
-        parts.append(line_chart(keys, [("solid", rates)], title="cache hit rate", css="rate", top=1.0, label=percent))
-    costs = [row.pricedCost if (row.cost is not None or row.pricedCost) else None for row in report.rows]
+        parts.append(line_chart(ticks, [("solid", rates)], title="cache hit rate", css="rate", top=1.0, label=percent))
     parts.append(f"<h2>Cost by {text(report.by)}</h2>")
-    if any(cost for cost in costs):
-        parts.append(line_chart(keys, [("cost", costs)], title="cost (USD, from your prices)", css="cost", label=usd))
-        if report.total.unpriced:
-            parts.append('<p class="note warn">Partial: some tokens have no price (see above).</p>')
-    else:
-        parts.append(
-            '<p class="note">No prices known. Add <code>[models."NAME"]</code> with <code>input</code>, '
-            "<code>output</code>, <code>cache_read</code>, <code>cache_write</code> (USD per million tokens) "
-            "to the config file; no price is ever guessed.</p>"
-        )
+    parts.append(cost_chart(ticks, [bar.cost for bar in shown], report.total.figure, "cost", cumulative=False))
     return "".join(parts)
 
 
@@ -86,10 +72,6 @@ def _cells(row: Row) -> list[str]:
     return [
         f'<span data-key="{text(row.key)}">{text(row.label)}</span>',
         *(text(f"{count:,}") for count in counts),
-        text(_rate(row)),
-        text(row_cost(row)),
+        text(hit_rate(row)),
+        text(money(row.figure)),
     ]
-
-
-def _rate(row: Row) -> str:
-    return "n/a" if row.cacheHitRate is None else f"{row.cacheHitRate:.1%}"

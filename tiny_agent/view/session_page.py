@@ -15,9 +15,9 @@ from typing import Final
 
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit
-from tiny_agent.oversight.cost import Cost, money, unpriced, unpriced_models
+from tiny_agent.oversight.cost import Cost, cost_text, unpriced
 from tiny_agent.oversight.render import usage_summary
-from tiny_agent.view.charts import Bar, bucketed, line_chart, percent, token_bars, usd
+from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView, clip
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
 from tiny_agent.view.panels import attempt_panel, clip_block
@@ -69,7 +69,7 @@ def _head(view: SessionView) -> str:
         ("integrity", f'{badge(word, css)} <span class="muted">{text(verdict.detail)}</span>'),
         ("attempts", _attempt_counts(view)),
         ("usage", text(usage_summary(report.usage))),
-        ("cost", _cost_line(view.cost, report.cost)),
+        ("cost", _cost_line(view.cost)),
         ("drift", badge("drift", "drift") + " " + _drifted(view) if report.drift else '<span class="good">none</span>'),
     ]
     if report.instructions:
@@ -78,7 +78,7 @@ def _head(view: SessionView) -> str:
             for i in report.instructions
         )
         rows.append(("instructions offered", f'<ul class="plain">{offered}</ul>'))
-    return f'<header><h1>Session {text(header.handle or header.id)}</h1>{facts_table(rows)}</header>'
+    return f"<header><h1>Session {text(header.handle or header.id)}</h1>{facts_table(rows)}</header>"
 
 
 def _status(view: SessionView) -> str:
@@ -123,14 +123,9 @@ def _count(number: int, noun: str) -> str:
     return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
-def _cost_line(cost: Cost, reported: float | None) -> str:
-    priced = money(cost)
-    parts = [f"{text(priced)} from your prices"]
-    if cost.missing:
-        parts.append(f'<span class="warn">no price for {text(unpriced(cost))}</span>')
-    if reported is not None:
-        parts.append(text(f"${reported:.6f} as the provider reported it"))
-    return " · ".join(parts)
+def _cost_line(cost: Cost) -> str:
+    missing = f' · <span class="warn">no price for {text(unpriced(cost))}</span>' if cost.missing else ""
+    return text(cost_text(cost)) + missing
 
 
 def _drifted(view: SessionView) -> str:
@@ -146,16 +141,13 @@ def _bars(view: SessionView) -> list[Bar]:
     for attempt in view.attempts:
         audited = attempt.audit
         usage = audited.usage
-        flag = audited.settled if audited.settled in ("failed", "aborted", "retried") else ""
-        cost = attempt.cost
         bars.append(
             Bar(
                 key=str(audited.number),
                 label=f"attempt {audited.number} · {audited.settled} · {audited.model}",
                 tokens=(usage.input, usage.cacheRead, usage.cacheWrite, usage.output),
-                flag=flag,
-                cost=cost.amount if cost.known else None,
-                partial=0.0 if cost.known else cost.amount,
+                flag=audited.settled if audited.settled in ("failed", "aborted", "retried") else "",
+                cost=attempt.cost,
             )
         )
     return bars
@@ -172,7 +164,7 @@ def _charts(view: SessionView) -> str:
     parts.append("<h2>Cache hit rate</h2>")
     parts.append(_rate_chart(keys, shown))
     parts.append("<h2>Cost</h2>")
-    parts.append(_cost_chart(keys, shown, view.cost))
+    parts.append(cost_chart(keys, [bar.cost for bar in shown], view.cost, "cumulative cost", cumulative=True))
     parts.append("</section>")
     return "".join(parts)
 
@@ -196,25 +188,6 @@ def _rate_chart(keys: list[str], bars: list[Bar]) -> str:
     )
     explained = "cache read ÷ (input + cache read + cache write); dashed: each attempt, solid: the session so far."
     return chart + f'<p class="note">{explained}</p>'
-
-
-def _cost_chart(keys: list[str], bars: list[Bar], cost: Cost) -> str:
-    if not cost.priced:
-        return (
-            '<p class="note">No prices known for this session\'s models ('
-            + text(", ".join(unpriced_models(cost)))
-            + '). Add <code>[models."NAME"]</code> with <code>input</code>, <code>output</code>, '
-            "<code>cache_read</code>, <code>cache_write</code> (USD per million tokens) to the config file; "
-            "no price is ever guessed.</p>"
-        )
-    running = 0.0
-    cumulative: list[float | None] = []
-    for bar in bars:
-        running += bar.cost if bar.cost is not None else bar.partial
-        cumulative.append(running)
-    note = "" if cost.known else '<p class="note warn">Partial: some tokens have no price (see the header).</p>'
-    chart = line_chart(keys, [("cost", cumulative)], title="cumulative cost (USD, from your prices)", css="cost", label=usd)
-    return chart + note
 
 
 # -- timeline -----------------------------------------------------------------------------
@@ -370,7 +343,7 @@ def _attempt_row(attempt: AttemptView, audited: AttemptAudit, previous: AttemptV
         parts.append(badge(f"stream · {response.stream.events} events", "muted"))
     usage = audited.usage
     tokens = f"in {usage.input:,} · cache read {usage.cacheRead:,} · cache write {usage.cacheWrite:,} · out {usage.output:,}"
-    parts.append(f'<span class="muted">{text(tokens)} · {text(money(attempt.cost))}</span>')
+    parts.append(f'<span class="muted">{text(tokens)} · {text(cost_text(attempt.cost))}</span>')
     if attempt.calls:
         parts.append(f"<span>calls {text(', '.join(attempt.calls))}</span>")
     if audited.failure:
@@ -441,7 +414,7 @@ def _dropped(view: SessionView) -> str:
     dropped = view.report.dropped
     if not dropped:
         return ""
-    rows = "".join(f"<li><mark class=\"dropped\">{text(path)}</mark> × {count:,}</li>" for path, count in _first(dropped))
+    rows = "".join(f'<li><mark class="dropped">{text(path)}</mark> × {count:,}</li>' for path, count in _first(dropped))
     heading = "<h2>Fields the seam dropped (kept only in the raw responses)</h2>"
     return f'<section id="dropped">{heading}<ul class="plain">{rows}</ul></section>'
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
 import psycopg
 import psycopg.conninfo
 from psycopg import errors as pg_errors
@@ -52,7 +51,17 @@ from tiny_agent.stores.journal import (
     new_header,
     reduce_source,
 )
-from tiny_agent.stores.listing import Bucket, Listed, ReportEntry, Summary, listed_row, summary_of, usage_buckets
+from tiny_agent.stores.listing import (
+    Bucket,
+    Listed,
+    ReportEntry,
+    Summary,
+    kept_buckets,
+    listed_row,
+    read_kept,
+    summary_of,
+    usage_buckets,
+)
 from tiny_agent.stores.postgres import schema as pgschema
 
 BATCH_ROWS: Final = 2000
@@ -265,10 +274,9 @@ class PgStore:
             buckets, buckets_lines, lines = row[-2], row[-1], row[pgschema.LINES]
             if summary.status == "corrupt":
                 pass  # report names it among the sessions it skipped
-            elif buckets is not None and buckets_lines == lines and row[pgschema.VOUCHED_AT]:
-                summary.buckets = msgspec.json.decode(buckets, type=list[Bucket])
             else:
-                summary.buckets = self._buckets(summary, lines)
+                kept = read_kept(buckets) if buckets is not None and buckets_lines == lines and row[pgschema.VOUCHED_AT] else None
+                summary.buckets = self._buckets(summary, lines) if kept is None else kept
             entries.append(ReportEntry(handle=handle, path=summary.session, summary=summary))
         return entries
 
@@ -314,7 +322,7 @@ class PgStore:
         buckets = usage_buckets(counted, summary.model or "")
         self.query(
             "UPDATE tiny_agent_sessions SET buckets = %s, buckets_lines = %s WHERE id = %s RETURNING 1",
-            (msgspec.json.encode(buckets), lines, summary.session),
+            (kept_buckets(buckets), lines, summary.session),
         )
         return buckets
 

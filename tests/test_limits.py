@@ -202,6 +202,13 @@ def test_a_plain_body_past_the_cap_keeps_exactly_the_cap(capsys, workspace: Path
     assert len(body_of(raw)) == 1000 and raw.contentEncoding is msgspec.UNSET
 
 
+def test_identity_is_no_encoding(capsys, workspace: Path) -> None:
+    with LoopbackServer([Reply(body=replies.answer("Plain.").body, headers={"Content-Encoding": "Identity"})]) as server:
+        code, out, err = run(capsys, server, "--no-stream")
+    assert (code, out) == (0, "Plain.\n"), err
+    assert stored(workspace).contentEncoding is msgspec.UNSET
+
+
 @pytest.mark.parametrize(
     ("encoding", "body", "reason"),
     [

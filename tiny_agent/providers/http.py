@@ -247,9 +247,9 @@ class HttpProvider:
         try:
             with self._pool.stream("POST", url, headers=self._headers(request, url), content=request.body) as response:
                 headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers}
-                received.start(
-                    response.status, headers.get("content-type"), headers.get("retry-after"), headers.get("content-encoding")
-                )
+                encoding = headers.get("content-encoding", "identity").strip().lower()
+                coded = None if encoding in ("", "identity") else encoding
+                received.start(response.status, headers.get("content-type"), headers.get("retry-after"), coded)
                 self._clock.per_read = self._limits.stream_idle if request.stream else self._limits.read
                 self._read_body(response.iter_stream(), received)
         except _Cut as cut:
@@ -264,10 +264,10 @@ class HttpProvider:
     def _read_body(self, chunks: Iterator[bytes], received: Received) -> None:
         """Take the body a piece at a time, decoded, within the size cap and the attempt's deadline."""
         cap = self._limits.max_response_bytes
-        encoding = (received.content_encoding or "identity").strip().lower()
-        if encoding != "identity" and encoding not in _INFLATE:
+        encoding = received.content_encoding
+        if encoding is not None and encoding not in _INFLATE:
             raise _Cut(f"the response's content-encoding {encoding!r} is not one tiny-agent decodes (gzip, deflate)")
-        inflater = zlib.decompressobj(_INFLATE[encoding]) if encoding in _INFLATE else None
+        inflater = zlib.decompressobj(_INFLATE[encoding]) if encoding is not None else None
         taken = kept = 0
         for chunk in chunks:
             taken += len(chunk)

@@ -16,6 +16,7 @@ import json
 import random
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,8 @@ from lines import dumps, join, reseal, split
 from test_fuzz import VALID, mutate
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.fold import Fold, reduce_chunks
-from tiny_agent.fold.typed import LineWire
+from tiny_agent.fold import Fold, contract, reduce_chunks
+from tiny_agent.fold.typed import LineWire, MessageEntry
 from tiny_agent.journal.facts import RawFact, RawResponse
 from tiny_agent.journal.json_profile import ProvenLineDecoder
 
@@ -110,27 +111,72 @@ JOURNALS = {
 
 
 class _CountingFold(Fold):
-    """Counts the facts the reference path had to fold."""
+    """Counts the lines the reference path read whole, and the facts no fast twin took (by kind or record type)."""
 
     def __init__(self) -> None:
         super().__init__(fast_path=True)
-        self.reference_facts = 0
+        self.reference_lines = 0
+        self.reference_facts: Counter[str] = Counter()
+
+    def _transaction(self, value: Any, start: int = 0) -> None:
+        self.reference_lines += 1
+        super()._transaction(value, start)
 
     def _fact(self, fact: Any) -> None:
-        self.reference_facts += 1
+        self.reference_facts[fact["record"]["type"] if fact["kind"] == "record" else fact["kind"]] += 1
         super()._fact(fact)
+
+
+TWINLESS = {"raw"}
+"""The kinds and record types that have no fast twin: the fast path hands them to their reference rules."""
 
 
 @pytest.mark.parametrize("name", ["generated-v2", "writer-v2", "writer-v3"])
 def test_ordinary_journals_take_the_fast_path(name):
-    """Only the line with a session's first snapshot (and its seal) needs the reference path.
+    """Every line decodes into the fast path's shapes, and the twins take every fact of theirs but one.
 
-    Otherwise the differential tests would prove little.
+    The one is a session's first ``stepAttempt``, whose snapshot the reference
+    rule validates.  Otherwise the differential tests would prove little.
     """
     fold = _CountingFold()
     state = reduce_chunks((JOURNALS[name],), fold)
     assert state.factCount > 20
-    assert fold.reference_facts == (2 if name.endswith("v3") else 1)
+    assert fold.reference_lines == 0
+    twinned = {kind: count for kind, count in fold.reference_facts.items() if kind not in TWINLESS}
+    assert twinned == {"stepAttempt": 1}
+
+
+ENTRY_STRUCTS = {"user": contract.USER_ENTRY_KEYS, "assistant": contract.ASSISTANT_ENTRY_KEYS, "tool": contract.STARTED_RESULT_KEYS}
+"""The members each role's entry may have, as the entry Structs declare them (journal/facts.py)."""
+SAMPLE_MEMBERS = {
+    "stepId": "0190f5e2-7c00-7a00-8a00-0000000000aa",
+    "attemptId": "0190f5e2-7c00-7a00-8a00-0000000000ab",
+    "stopReason": "stop",
+    "toolName": "read",
+    "toolStartedId": "0190f5e2-7c00-7a00-8a00-0000000000ac",
+    "result": {"type": "success"},
+    "assistantEntryId": "0190f5e2-7c00-7a00-8a00-0000000000ad",
+    "toolIndex": 0,
+}
+
+
+@pytest.mark.parametrize("role", sorted(ENTRY_STRUCTS))
+def test_each_entry_twin_declines_every_member_its_entry_struct_lacks(role):
+    """The fast entry rules write out which members a role's entry may not have: checked against the Structs."""
+    lines = split(JOURNALS["writer-v2"])
+    index = next(
+        position
+        for position, line in enumerate(lines[1:], 1)
+        for fact in (lambda value: value if isinstance(value, list) else [value])(json.loads(line))
+        if fact["kind"] == "entry" and fact["entry"]["message"]["role"] == role
+    )
+    members = contract.member_names(MessageEntry) - ENTRY_STRUCTS[role]
+    assert members and members <= set(SAMPLE_MEMBERS)
+    for member in sorted(members):
+        value = json.loads(lines[index])
+        fact = next(fact for fact in (value if isinstance(value, list) else [value]) if fact["kind"] == "entry")
+        fact["entry"][member] = SAMPLE_MEMBERS[member]
+        assert assert_paths_agree(join([*lines[:index], dumps(value)]))[0] == "error", member
 
 
 # -- differential properties -----------------------------------------------------------

@@ -26,6 +26,7 @@ from test_replay_cli import call as cli
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.fold import Fold
+from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT
 from tiny_agent.stores import checkpoints
 from tiny_agent.stores.files.disk import file_chunks
 from tiny_agent.stores.journal import fold_chunks, lines_of, reduce_source
@@ -83,7 +84,7 @@ def test_a_checkpoint_row_is_keyed_by_the_exact_journal_bytes_it_folded(pg_url):
     lines, length, prefix, fold, format_ = checkpoint_row(store, session_id) or ()
     assert (lines, length) == (data.count(b"\n"), len(data))
     assert prefix == "sha256:" + hashlib.sha256(data).hexdigest(), "the file store's prefix digest, over the same bytes"
-    assert fold == checkpoints.fold_identity() and format_ == 1
+    assert fold == checkpoints.fold_identity() and format_ == SNAPSHOT_FORMAT
     run.writer.close()
 
 

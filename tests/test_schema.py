@@ -2,11 +2,11 @@
 
 The member sets of the fold (:mod:`tiny_agent.fold.contract`) are derived
 from the fact Structs, so these tests pin both to the spec's own lists
-(session-v2 §4, §7-§10, §13.1 and session-v3, written out here by hand) and
-pin the wire shapes (:mod:`tiny_agent.fold.typed`) to them: a wire shape may be
-narrower than the contract (it then sends the line to the reference path),
-never wider, and where it stands for a whole object it has exactly its
-members, with field types that match.
+(session-v2 §4, §7-§10, §13.1 and session-v3, written out here by hand).
+The fast path's shapes (:mod:`tiny_agent.fold.typed`) are derived from the
+same Structs; these tests check that each has exactly its Struct's members,
+with field types that match, and that the shapes written out by hand (the
+messages, the message entry) cover exactly the contract's members.
 """
 
 from __future__ import annotations
@@ -131,49 +131,62 @@ def test_usage_counters_are_checked_in_the_contracts_order():
 
 # -- the wire shapes against the contract -----------------------------------------------
 
-WHOLE_SHAPES: list[tuple[type[msgspec.Struct], str, type[msgspec.Struct] | None]] = [
+
+def _line_structs() -> list[type[msgspec.Struct]]:
+    """Every Struct the fast path's line type can decode into."""
+    found: list[type[msgspec.Struct]] = []
+
+    def walk(info: Any) -> None:
+        if isinstance(info, inspect.UnionType):
+            for member in info.types:
+                walk(member)
+        elif isinstance(info, (inspect.ListType, inspect.DictType)):
+            walk(info.item_type if isinstance(info, inspect.ListType) else info.value_type)
+        elif isinstance(info, inspect.Metadata):
+            walk(info.type)
+        elif isinstance(info, inspect.StructType) and info.cls not in found:
+            found.append(info.cls)
+            for field in info.fields:
+                walk(field.type)
+
+    walk(inspect.type_info(wire.LineWire))
+    return found
+
+
+LINE_STRUCTS = _line_structs()
+DERIVED = [struct for struct in LINE_STRUCTS if struct.__module__ == wire.__name__ and struct.__bases__[0] is not msgspec.Struct]
+"""The shapes made by ``typed.shape``: each a subclass of the Struct it stands for."""
+
+MESSAGE_SHAPES = [
     (wire.UserWire, "USER_MESSAGE_KEYS", transcript.UserMessage),
     (wire.AssistantWire, "ASSISTANT_MESSAGE_KEYS", transcript.AssistantMessage),
     (wire.ToolWire, "TOOL_MESSAGE_KEYS", transcript.ToolMessage),
-    (wire.RunStartedWire, "RUN_STARTED_KEYS", facts.RunStarted),
-    (wire.StepAttemptWire, "STEP_ATTEMPT_KEYS", facts.StepAttempt),
-    (wire.ToolStartedWire, "TOOL_STARTED_KEYS", facts.ToolStarted),
-    (wire.EntryFactWire, "ENTRY_FACT_KEYS", facts.EntryFact),
-    (wire.RecordFactWire, "RECORD_FACT_KEYS", facts.RecordFact),
-    (wire.UsageFactWire, "USAGE_FACT_KEYS", facts.UsageFact),
-    (wire.UsageWire, "USAGE_KEYS", transcript.Usage),
-    (wire.RawFactWire, "RAW_FACT_KEYS", facts.RawFact),
-    (wire.SealFactWire, "SEAL_FACT_KEYS", facts.SealFact),
 ]
-"""Wire shapes that stand for a whole object: exactly its members."""
-
-PARTIAL_SHAPES: list[tuple[type[msgspec.Struct], set[str], type[msgspec.Struct] | None]] = [
-    # Every message entry shape the fast path takes, in one Struct.
-    (
-        wire.MessageEntry,
-        contract.USER_ENTRY_KEYS | contract.ASSISTANT_ENTRY_KEYS | contract.STARTED_RESULT_KEYS,
-        None,
-    ),
-    (wire.ResultWire, set(contract.RESULT_KEYS), facts.ToolResult),
-    (wire.OperationFinishedWire, set(contract.OPERATION_FINISHED_KEYS), facts.OperationFinished),
-    (wire.RawResponseWire, set(contract.RAW_KEYS), facts.RawResponse),
-]
-"""Narrower shapes: what they leave out takes the reference path."""
+"""The shapes written out by hand (message contents stay ``Raw``): exactly their messages' members."""
 
 
-@pytest.mark.parametrize("shape, name, _", WHOLE_SHAPES, ids=lambda item: getattr(item, "__name__", str(item)))
-def test_whole_wire_shapes_have_exactly_the_contracts_members(shape, name, _):
+def test_every_fact_kind_and_record_type_has_a_derived_shape():
+    stands_for = {shape.__bases__[0] for shape in DERIVED}
+    assert set(get_args(facts.Fact)) | set(get_args(facts.Record)) <= stands_for
+    assert {shape.__bases__[0] for shape in wire.RECORD_SHAPES.values()} == set(get_args(facts.Record))
+
+
+@pytest.mark.parametrize("shape", DERIVED, ids=lambda shape: shape.__name__)
+def test_a_derived_shape_has_exactly_the_members_of_its_struct(shape):
+    assert contract.member_names(shape) == contract.member_names(shape.__bases__[0])
+
+
+@pytest.mark.parametrize("shape, name, _", MESSAGE_SHAPES, ids=lambda item: getattr(item, "__name__", str(item)))
+def test_message_shapes_have_exactly_the_contracts_members(shape, name, _):
     assert contract.member_names(shape) == getattr(contract, name)
 
 
-@pytest.mark.parametrize("shape, allowed, _", PARTIAL_SHAPES, ids=lambda item: getattr(item, "__name__", "keys"))
-def test_narrower_wire_shapes_stay_within_the_contract(shape, allowed, _):
-    assert contract.member_names(shape) <= allowed
-
-
-def test_the_message_entry_shape_covers_the_three_fast_entry_shapes():
+def test_the_message_entry_shape_covers_every_message_entry_shape():
     assert contract.member_names(wire.MessageEntry) == (
-        contract.USER_ENTRY_KEYS | contract.ASSISTANT_ENTRY_KEYS | contract.STARTED_RESULT_KEYS
+        contract.USER_ENTRY_KEYS
+        | contract.ASSISTANT_ENTRY_KEYS
+        | contract.STARTED_RESULT_KEYS
+        | contract.PRE_EXECUTION_RESULT_KEYS
     )
 
 
@@ -197,46 +210,32 @@ def _fields(shape: type[msgspec.Struct]) -> dict[str, Any]:
     return {field.encode_name: _kind(field.type) for field in info.fields}
 
 
-# The entry and record facts hold unions of shapes: their members are compared one shape at a time.
+# The entry and record facts hold a union of Structs msgspec cannot decode (their shapes hold shapes of their own).
 FIELD_PAIRS = [
-    (shape, fact)
-    for shape, _, fact in WHOLE_SHAPES + PARTIAL_SHAPES
-    if fact is not None and shape not in (wire.EntryFactWire, wire.RecordFactWire)
-]
+    (shape, shape.__bases__[0]) for shape in DERIVED if shape not in (wire.EntryFactWire, wire.RecordFactWire)
+] + [(shape, fact) for shape, _, fact in MESSAGE_SHAPES]
 
 
 @pytest.mark.parametrize("shape, fact", FIELD_PAIRS, ids=lambda item: item.__name__)
 def test_wire_field_types_match_the_facts(shape, fact):
-    """Same kind of value per member; a wire literal may list fewer values, never others."""
+    """Same kind of value per member, a nested shape where the fact has its Struct."""
     wire_fields = _fields(shape)
     fact_fields = _fields(fact)
     for member, kind in wire_fields.items():
         expected = fact_fields[member]
-        if isinstance(kind, tuple) and kind[0] == "literal" and isinstance(expected, tuple) and expected[0] == "literal":
-            assert kind[1] <= expected[1], member
-        elif isinstance(kind, tuple) and kind[0] == "literal":
-            assert expected in ("StrType", "IntType"), member
-        elif kind == "RawType":
+        if kind == "RawType":
             # Message contents are decoded on their own (a string, or null for an assistant).
             assert expected in ("StrType", ("union", frozenset({"'NoneType'", "'StrType'"}))), member
         elif isinstance(kind, tuple) and kind[0] == "struct":
-            assert isinstance(expected, tuple), member
+            assert expected == ("struct", kind[1].removesuffix("Wire")), member
         else:
             assert kind == expected, member
-
-
-def test_the_record_shapes_the_fast_path_takes_are_records():
-    tags = {member.__struct_config__.tag for member in get_args(facts.Record)}
-    wire_tags = {member.__struct_config__.tag for member in get_args(wire.RecordWire)}
-    assert wire_tags <= tags
-    assert set(get_args(wire.RecordWire)) <= {shape for shape, _ in FIELD_PAIRS}
 
 
 def test_message_entry_literals_match_the_fact_types():
     fields = _fields(wire.MessageEntry)
     assert fields["stopReason"] == ("literal", frozenset(get_args(transcript.StopReason)))
-    result = _fields(wire.ResultWire)["type"]
-    assert result[1] < frozenset(get_args(facts.ToolResultType))
+    assert _fields(wire.ResultWire)["type"] == ("literal", frozenset(get_args(facts.ToolResultType)))
 
 
 # -- enumerations from their Literal types -------------------------------------------------
@@ -288,9 +287,8 @@ def test_journal_shapes_are_closed(module):
         assert struct.__struct_config__.forbid_unknown_fields, struct.__name__
 
 
-def test_wire_attributes_are_snake_case_with_camel_case_members():
-    for struct in _structs(wire):
+def test_the_shapes_read_members_by_the_fact_structs_names():
+    """No renaming: a fast rule reads a member by the name a writer sets it by."""
+    for struct in LINE_STRUCTS:
         for field in msgspec.structs.fields(struct):
-            assert field.name == field.name.lower(), (struct.__name__, field.name)
-            if "_" in field.name and struct not in (wire.AssistantWire, wire.ToolWire):
-                assert field.encode_name != field.name, (struct.__name__, field.name)
+            assert field.encode_name == field.name, (struct.__name__, field.name)

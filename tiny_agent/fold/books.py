@@ -1,67 +1,73 @@
-"""The fold's own bookkeeping: what it remembers about attempts, operations and configurations.
+"""The fold's bookkeeping: everything its rules remember besides the reduced state, in one object.
 
-Pure declarations.  None of this is conformance output (that is
-:mod:`tiny_agent.journal.state`); it is what the rules look things up in.  The books
-are flat on purpose: the fast path reads their attributes on every fact.
+Pure declarations.  With the state, :class:`Books` is all a fold needs to go
+on, and :mod:`tiny_agent.fold.snapshot` stores it as it is: plain data,
+derived from nothing else, sharing with the state only the current run's
+started calls (``state.operation.toolCalls``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Literal
 
 import msgspec
 
-from tiny_agent.journal.facts import OperationKind
-from tiny_agent.journal.state import CompactionOperation, ConfigurationSnapshot, LatestAttempt, RunOperation, StepKind
+from tiny_agent.journal.state import ConfigurationSnapshot, StepKind, ToolCallState
+
+Flavour = Literal["identity", "tool-result", "compaction-result"]
+"""What reserved an ID, and so which fact may later carry it (session-v2 §6)."""
 
 
-class AttemptBook(msgspec.Struct, gc=False):
-    """One ``stepAttempt``: whose it is, what it saw, and how it ended."""
+class AttemptBook(msgspec.Struct, array_like=True, gc=False):
+    """One ``stepAttempt``: whose it is, under which configuration, and whether it is still open.
 
-    id: str
+    The rest (its context, status, raw response) is its view, the state's
+    ``step``, kept for the current operation's newest attempt only: rules
+    read or change the view only of an open attempt of the current operation,
+    which is its newest.  (A failed operation may leave an attempt open.)
+    """
+
     operation_id: str
     step_id: str
     step_kind: StepKind
     number: int
-    context_through: str
     digest: str
-    tool_names: frozenset[str]
-    """The tools its configuration declared: the only ones a ``toolStarted`` of its entry may name."""
-    step: LatestAttempt
-    """The state's view of this attempt, which settling, failing and a raw fact update."""
+    """Its configuration's: the tools a ``toolStarted`` of the entry it settled may name."""
     open: bool = True
-    failed: bool = False
-    settled_entry_id: str | None = None
-    raw_id: str | None = None
 
 
-class RunBook(msgspec.Struct):
-    kind: ClassVar[OperationKind] = "run"
-    state: RunOperation
-    latest_step_id: str | None = None
-    pending: int = 0
-    """Started tool calls still waiting for their result (kept as a count: steps check it often)."""
-
-    def first_pending(self) -> str:
-        """The call ID of the first started call still pending (for an error reason; ``pending`` says whether one is)."""
-        return next((call.toolCallId for call in self.state.toolCalls if call.status == "pending"), "?")
-
-
-class CompactionBook(msgspec.Struct):
-    kind: ClassVar[OperationKind] = "compaction"
-    state: CompactionOperation
-    latest_step_id: str | None = None
-    pending: int = 0
-    """Always 0 (a compaction starts no tools); kept so every book answers the same questions."""
-
-
-OperationBook = RunBook | CompactionBook
-
-
-class Configuration(msgspec.Struct, gc=False):
+class Configuration(msgspec.Struct, array_like=True, gc=False):
     """A validated configuration snapshot, as written (``source``) and normalized, with its digest."""
 
     source: dict[str, Any]
     snapshot: ConfigurationSnapshot
     digest: str
     tool_names: frozenset[str]
+
+
+class Books(msgspec.Struct):
+    """Where the fold is, and the IDs, attempts, operations, tools and configurations its rules check against."""
+
+    lines: int = 0
+    """Committed lines folded, the header included."""
+    length: int = 0
+    """Their bytes, each line's LF included."""
+    next_seq: int = 1
+    chain: bytes = b""
+    """v3: the seal chain through the last committed line (empty for v2)."""
+    fact_ids: set[str] = msgspec.field(default_factory=set)
+    """IDs of the applied facts other than entries (an entry's is its key in ``state.entries``)."""
+    reserved: dict[str, Flavour] = msgspec.field(default_factory=dict)
+    outstanding: set[str] = msgspec.field(default_factory=set)
+    """Tool call IDs the transcript has not answered yet (the role rule, §12)."""
+    operations: set[str] = msgspec.field(default_factory=set)
+    """Every operation started; the unfinished one, if any, is ``state.operation``."""
+    pending: int = 0
+    """The current run's started calls still waiting for their result (steps check it often)."""
+    attempts: dict[str, AttemptBook] = msgspec.field(default_factory=dict)
+    tool_calls: dict[str, ToolCallState] = msgspec.field(default_factory=dict)
+    """Every started call by its ``toolStarted`` ID (the current run's are in its ``toolCalls`` too)."""
+    used_pairs: set[tuple[str, int]] = msgspec.field(default_factory=set)
+    """(assistant entry, tool index) pairs already started or answered before execution."""
+    configurations: dict[str, Configuration] = msgspec.field(default_factory=dict)
+    """By digest: sessions reuse one snapshot for step after step, which is validated once."""

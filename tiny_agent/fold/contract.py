@@ -14,8 +14,10 @@ rule and a one-line reason; the fold adds the line and seq.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from typing import Any, Final, NoReturn, TypeGuard, get_args
+from typing import Any, Final, NoReturn, TypeGuard, TypeVar, get_args
 
 import msgspec
 
@@ -99,37 +101,21 @@ USAGE_COUNTERS: Final[tuple[str, ...]] = tuple(field.encode_name for field in ms
 
 # -- enumerations, from their Literal types --------------------------------------
 
-STOP_REASON_WORDS: Final[tuple[str, ...]] = get_args(StopReason)
+STOP_REASON_WORDS: Final[tuple[StopReason, ...]] = get_args(StopReason)
 STOP_REASONS: Final = frozenset(STOP_REASON_WORDS)
-PRE_EXECUTION_REASON_WORDS: Final[tuple[str, ...]] = get_args(PreExecutionReason)
-PRE_EXECUTION_REASONS: Final = frozenset(PRE_EXECUTION_REASON_WORDS)
+PRE_EXECUTION_REASON_WORDS: Final[tuple[PreExecutionReason, ...]] = get_args(PreExecutionReason)
 RESULT_TYPE_WORDS: Final[tuple[str, ...]] = get_args(facts.ToolResultType)
-STEP_KIND_WORDS: Final[tuple[str, ...]] = get_args(StepKind)
-REPLAY_WORDS: Final[tuple[str, ...]] = get_args(ReplayPolicy)
-OUTCOME_WORDS: Final[tuple[str, ...]] = get_args(facts.Outcome)
-COMPLETION_WORDS: Final[tuple[str, ...]] = get_args(facts.Completion)
-ABORT_PHASE_WORDS: Final[tuple[str, ...]] = get_args(facts.AbortPhase)
+STEP_KIND_WORDS: Final[tuple[StepKind, ...]] = get_args(StepKind)
+REPLAY_WORDS: Final[tuple[ReplayPolicy, ...]] = get_args(ReplayPolicy)
+OUTCOME_WORDS: Final[tuple[facts.Outcome, ...]] = get_args(facts.Outcome)
+ABORT_PHASE_WORDS: Final[tuple[facts.AbortPhase, ...]] = get_args(facts.AbortPhase)
+
+W = TypeVar("W", bound=str)
 
 
-def is_word(value: object, words: tuple[str, ...]) -> TypeGuard[str]:
+def is_word(value: object, words: tuple[W, ...]) -> TypeGuard[W]:
     """``value`` is one of ``words`` (a str test first: a list or dict value must not reach a hash)."""
     return type(value) is str and value in words
-
-
-def is_outcome(value: object) -> TypeGuard[facts.Outcome]:
-    return type(value) is str and value in OUTCOME_WORDS
-
-
-def is_stop_reason(value: object) -> TypeGuard[StopReason]:
-    return type(value) is str and value in STOP_REASONS
-
-
-def is_step_kind(value: object) -> TypeGuard[StepKind]:
-    return type(value) is str and value in STEP_KIND_WORDS
-
-
-def is_replay_policy(value: object) -> TypeGuard[ReplayPolicy]:
-    return type(value) is str and value in REPLAY_WORDS
 
 
 def one_of(words: tuple[str, ...]) -> str:
@@ -218,33 +204,21 @@ def _encodable(value: object) -> bool:
 # -- the checks: each raises the rule's own code ------------------------------------
 
 
-def unknown_key(value: dict[str, Any], allowed: frozenset[str], what: str) -> NoReturn:
-    unknown = next(key for key in value if key not in allowed)
-    fail(INVALID_FACT, f'{what} has unknown key "{unknown}"')
-
-
-def not_uuid(value: object, what: str) -> NoReturn:
-    fail(INVALID_FACT, f"{what} is not a UUIDv7: {show(value)}")
-
-
-def not_text(value: object, what: str) -> NoReturn:
-    fail(INVALID_FACT, f"{what} is not a non-empty string: {show(value)}")
-
-
 def require_keys(value: dict[str, Any], allowed: frozenset[str], what: str) -> None:
     if not value.keys() <= allowed:
-        unknown_key(value, allowed, what)
+        unknown = next(key for key in value if key not in allowed)
+        fail(INVALID_FACT, f'{what} has unknown key "{unknown}"')
 
 
 def require_uuid(value: object, what: str) -> str:
     if type(value) is not str or uuid_match(value) is None:
-        not_uuid(value, what)
+        fail(INVALID_FACT, f"{what} is not a UUIDv7: {show(value)}")
     return value
 
 
 def require_text(value: object, what: str) -> str:
     if type(value) is not str or not value:
-        not_text(value, what)
+        fail(INVALID_FACT, f"{what} is not a non-empty string: {show(value)}")
     return value
 
 
@@ -260,3 +234,24 @@ def require_error(value: object, what: str) -> None:
     require_keys(error, ERROR_KEYS, what)
     if not is_text(error.get("code")) or not is_text(error.get("message")):
         fail(INVALID_FACT, f"{what} needs non-empty string code and message")
+
+
+def check_body(raw: dict[str, Any], what: str) -> None:
+    """Exactly one of ``body`` and ``bodyBase64``; the optional ``redactions`` and ``incomplete`` (a raw fact, an mcp message)."""
+    has_text = "body" in raw
+    if has_text == ("bodyBase64" in raw):
+        fail(INVALID_FACT, f"{what} needs exactly one of body and bodyBase64")
+    body = raw["body"] if has_text else raw["bodyBase64"]
+    if type(body) is not str:
+        fail(INVALID_FACT, f"{what} body is not a string")
+    if not has_text:
+        try:
+            base64.b64decode(body, validate=True)
+        except binascii.Error:
+            fail(INVALID_FACT, f"{what}.bodyBase64 is not valid base64")
+    if "contentEncoding" in raw and not is_text(raw["contentEncoding"]):  # raw only: mcp messages have no such member
+        fail(INVALID_FACT, f"{what}.contentEncoding is not a non-empty string: {show(raw['contentEncoding'])}")
+    if "redactions" in raw and not is_safe_int(raw["redactions"], 1):
+        fail(INVALID_FACT, f"{what}.redactions is not a safe integer >= 1: {show(raw['redactions'])}")
+    if "incomplete" in raw and not is_text(raw["incomplete"]):
+        fail(INVALID_FACT, f"{what}.incomplete is not a non-empty string: {show(raw['incomplete'])}")

@@ -6,26 +6,12 @@ Pure functions on messages, used by the fold and by the writer's own checks.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any
 
 from msgspec import UNSET
 
-from tiny_agent.fold.contract import (
-    ASSISTANT_MESSAGE_KEYS,
-    FUNCTION_KEYS,
-    INVALID_FACT,
-    INVALID_TRANSCRIPT,
-    TOOL_CALL_KEYS,
-    TOOL_MESSAGE_KEYS,
-    USER_MESSAGE_KEYS,
-    fail,
-    not_text,
-    require_keys,
-    require_object,
-    require_text,
-    show,
-    unknown_key,
-)
+from tiny_agent.fold import contract
+from tiny_agent.fold.contract import INVALID_FACT, INVALID_TRANSCRIPT, fail, require_keys, require_object, require_text, show
 from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, Message, ToolCall, ToolMessage, UserMessage
 
 
@@ -35,30 +21,21 @@ def parse_message(value: object, what: str = "message") -> Message:
         fail(INVALID_FACT, f"{what} is not an object")
     role = value.get("role")
     if role == "user":
-        if not value.keys() <= USER_MESSAGE_KEYS:
-            unknown_key(value, USER_MESSAGE_KEYS, f"user {what}")
-        content = value.get("content")
-        if type(content) is not str or not content:
-            not_text(content, f"user {what} content")
-        return UserMessage(content)
+        require_keys(value, contract.USER_MESSAGE_KEYS, f"user {what}")
+        return UserMessage(require_text(value.get("content"), f"user {what} content"))
     if role == "assistant":
         return _parse_assistant(value, what)
     if role == "tool":
-        if not value.keys() <= TOOL_MESSAGE_KEYS:
-            unknown_key(value, TOOL_MESSAGE_KEYS, f"tool {what}")
+        require_keys(value, contract.TOOL_MESSAGE_KEYS, f"tool {what}")
         content = value.get("content")
         if type(content) is not str:
             fail(INVALID_FACT, f"tool {what} content is not a string")
-        call_id = value.get("tool_call_id")
-        if type(call_id) is not str or not call_id:
-            not_text(call_id, f"tool {what} tool_call_id")
-        return ToolMessage(content, call_id)
+        return ToolMessage(content, require_text(value.get("tool_call_id"), f"tool {what} tool_call_id"))
     fail(INVALID_FACT, f"{what} role is not user, assistant or tool: {show(role)}")
 
 
 def _parse_assistant(value: dict[str, Any], what: str) -> AssistantMessage:
-    if not value.keys() <= ASSISTANT_MESSAGE_KEYS:
-        unknown_key(value, ASSISTANT_MESSAGE_KEYS, f"assistant {what}")
+    require_keys(value, contract.ASSISTANT_MESSAGE_KEYS, f"assistant {what}")
     if "content" not in value:
         fail(INVALID_FACT, f"assistant {what} has no content member (it must be a string or null)")
     content = value["content"]
@@ -75,38 +52,19 @@ def _parse_assistant(value: dict[str, Any], what: str) -> AssistantMessage:
     return AssistantMessage(content, calls)
 
 
-def _parse_tool_call(call: object, what: str) -> ToolCall:
-    # One combined test for the common, valid call; the first broken rule is named only on failure.
-    if type(call) is not dict or not call.keys() <= TOOL_CALL_KEYS:
-        _bad_tool_call(call, what)
-    call_id = call.get("id")
-    function = call.get("function")
-    if (
-        type(call_id) is not str
-        or not call_id
-        or call.get("type") != "function"
-        or type(function) is not dict
-        or not function.keys() <= FUNCTION_KEYS
-    ):
-        _bad_tool_call(call, what)
-    name = function.get("name")
-    arguments = function.get("arguments")
-    if type(name) is not str or not name or type(arguments) is not str:
-        _bad_tool_call(call, what)
-    return ToolCall(call_id, "function", FunctionCall(name, arguments))
-
-
-def _bad_tool_call(value: object, what: str) -> NoReturn:
-    """Name the first rule a tool call breaks (all of them are INVALID_FACT)."""
+def _parse_tool_call(value: object, what: str) -> ToolCall:
     call = require_object(value, what)
-    require_keys(call, TOOL_CALL_KEYS, what)
-    require_text(call.get("id"), f"{what}.id")
+    require_keys(call, contract.TOOL_CALL_KEYS, what)
+    call_id = require_text(call.get("id"), f"{what}.id")
     if call.get("type") != "function":
         fail(INVALID_FACT, f'{what}.type is not "function"')
     function = require_object(call.get("function"), f"{what}.function")
-    require_keys(function, FUNCTION_KEYS, f"{what}.function")
-    require_text(function.get("name"), f"{what}.function.name")
-    fail(INVALID_FACT, f"{what}.function.arguments is not a string")
+    require_keys(function, contract.FUNCTION_KEYS, f"{what}.function")
+    name = require_text(function.get("name"), f"{what}.function.name")
+    arguments = function.get("arguments")
+    if type(arguments) is not str:
+        fail(INVALID_FACT, f"{what}.function.arguments is not a string")
+    return ToolCall(call_id, "function", FunctionCall(name, arguments))
 
 
 def plain_tool_calls(calls: list[ToolCall]) -> bool:

@@ -1,83 +1,90 @@
-"""Typed shapes of the common, well-formed journal lines: what the fold's fast path decodes.
+"""The fast path's shapes of journal lines, derived from the fact Structs that write them.
 
-The reducer's reference path reads every line as untrusted dicts and checks
-each rule in the contract's order.  Most lines of a real journal are
-ordinary: a message entry, a run's records, usage, a seal.  The fast path
-decodes those straight into the Structs below (msgspec checks member types,
-required members and unknown members in C) and, when the line fits and every
-remaining rule holds, applies it without building dicts.  A line that does
-not fit goes to the reference path, so these shapes may be *narrower* than
-the contract (rare fact kinds, pre-execution tool results, failed outcomes
-are simply absent here) but never wider.
+Pure declarations.  The fast path decodes a line straight into these Structs
+(msgspec checks member types, required and unknown members in C).  A fact's
+shape is its Struct in :mod:`tiny_agent.journal.facts`, made by :func:`shape`:
+a subclass with the same members, read by the same names, whose integers are
+safe non-negative ones and which decodes a line exactly.  Only message entries
+have a shape of their own, :class:`MessageEntry`: the entry Structs share
+``type: "message"`` and differ by role and by which members are present, which
+a tagged union cannot tell apart; and message contents stay ``Raw``, decoded
+one by one (:func:`~tiny_agent.journal.json_profile.decode_text`) so that
+CPython keeps no second, UTF-8 copy of each text.
 
-Constraints the duplicate-key proof of
-:class:`tiny_agent.journal.json_profile.ProvenLineDecoder` puts on these types:
+A line that does not fit these shapes takes the reference path whole; a fact
+that fits but that no fast rule takes goes to its reference rule as the dict
+the reference path would have read (:func:`builtins_of`).
 
-- no float member anywhere (integers are ``int``; untyped members refuse
-  floats through the decoder's ``float_hook``);
-- optional members default to UNSET, and Structs omit defaults;
-- a tag only on a Struct that is decoded as one member of a tagged union
-  (the tag is then required); ``MessageEntry.type`` is a plain member.
-
-They hold for the types borrowed from :mod:`tiny_agent.journal.state` and
-:mod:`tiny_agent.journal.transcript` too (``ConfigurationSnapshot``, ``ToolCall``);
-tests/test_fast_path.py walks every reachable type and fails if an edit
-anywhere breaks one of them.
-
-Scalar rules that need no context (enumerated strings, integer ranges,
-non-empty strings) are stated here as ``Literal`` and ``Meta`` types, which
-msgspec checks in C while decoding; a value outside them sends the line to
-the reference path.
-
-Attribute names are snake_case; ``rename="camel"`` gives the journal's
-camelCase member names (measured: no cost to decoding).  The message shapes
-keep their Chat Completions names (``tool_calls``), which are snake_case on
-the wire already, so they are not renamed.  tests/test_schema.py pins these
-shapes to :mod:`tiny_agent.journal.facts` and to the fold's key sets.
-
-Message contents are ``msgspec.Raw``: the fold decodes each one with
-:func:`tiny_agent.journal.json_profile.decode_text`, which validates it and keeps CPython
-from caching a second, UTF-8 copy of the text inside the str.
-
-Pure declarations.
+What the duplicate-key proof of
+:class:`~tiny_agent.journal.json_profile.ProvenLineDecoder` needs of them
+(tests/test_fast_path.py walks every reachable type): no float member; no
+default but UNSET (so a member the line lacks is never encoded); a tag only on
+a Struct decoded as one member of a tagged union.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+import functools
+import operator
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar, Union, cast, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
-from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
-from tiny_agent.journal.state import ConfigurationSnapshot
-from tiny_agent.journal.transcript import ToolCall
+from tiny_agent.journal import facts
+from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER, NOT_TEXT, decode_text_or_null
+from tiny_agent.journal.transcript import StopReason, ToolCall
 
 SafeInt = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
-"""A safe non-negative integer (session-v2 §3)."""
-Seq = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]
-Count = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]
-"""A safe integer >= 1."""
-Text = Annotated[str, Meta(min_length=1)]
-"""A non-empty string (§3)."""
+"""A safe non-negative integer (session-v2 §3): every integer of a journal is one (some have a higher minimum)."""
 
-# Every shape is closed (forbid_unknown_fields), omits its defaults when
-# re-encoded (the length proof needs that) and is untracked by the cyclic GC
-# (gc=False: they hold no cycles, and a replay builds millions of them).
+S = TypeVar("S", bound=msgspec.Struct)
 
 
-# -- messages (session-v2 §7) --------------------------------------------------
+def shape(struct: type[S], **members: Any) -> type[S]:
+    """``struct`` as the fast path decodes it: a closed, untracked subclass whose only defaults are UNSET.
+
+    ``members`` replaces the type of the members it names.  A default other
+    than UNSET (a writer's convenience: ``seq=0``, ``operationKind="run"``)
+    is dropped, so the member is required; a nested Struct with defaults is
+    shaped too (an UNSET one would do, but the proof's test asks every
+    Struct that has them to omit them).
+    """
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for field in msgspec.structs.fields(struct):
+        kind = members.get(field.name, _narrowed(field.type))
+        fields.append((field.name, kind, UNSET) if field.default is UNSET else (field.name, kind))
+    made = msgspec.defstruct(
+        struct.__name__ + "Wire", fields, bases=(struct,), module=__name__, kw_only=True, omit_defaults=True, gc=False
+    )
+    return cast("type[S]", made)
+
+
+def _narrowed(kind: Any) -> Any:
+    if kind is int:
+        return SafeInt
+    if get_origin(kind) in (Union, UnionType):
+        return functools.reduce(operator.or_, map(_narrowed, get_args(kind)))
+    if get_origin(kind) is list:
+        return list[_narrowed(get_args(kind)[0])]  # type: ignore[misc]
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct) and not kind.__struct_config__.omit_defaults:
+        fields = msgspec.structs.fields(kind)
+        if any(field.default is not msgspec.NODEFAULT or field.default_factory is not msgspec.NODEFAULT for field in fields):
+            return shape(kind)
+    return kind
+
+
+# -- message entries (session-v2 §7, §8) -------------------------------------------------------
 
 
 class UserWire(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     content: Raw
 
 
-class AssistantWire(
-    msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, omit_defaults=True, gc=False
-):
+class AssistantWire(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, omit_defaults=True, gc=False):
     content: Raw
-    """A string or null: decoded with ``decode_text(..., nullable=True)``."""
+    """A string or null."""
     tool_calls: list[ToolCall] | UnsetType = UNSET
 
 
@@ -86,194 +93,76 @@ class ToolWire(msgspec.Struct, tag_field="role", tag="tool", forbid_unknown_fiel
     tool_call_id: str
 
 
-MessageWire = UserWire | AssistantWire | ToolWire
+if TYPE_CHECKING:
+    ResultWire = facts.ToolResult
+else:
+    ResultWire = shape(facts.ToolResult)
 
 
-# -- entries (§8) ------------------------------------------------------------
-
-
-class ResultWire(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """A started call's result (synthetic results take the reference path)."""
-
-    type: Literal["success", "error"]
-
-
-class MessageEntry(msgspec.Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """Every message entry shape in one: the fold checks which members the role allows."""
+class MessageEntry(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """Every message entry shape in one: which members a role allows is the fold's to check."""
 
     type: Literal["message"]
-    message: MessageWire
-    step_id: str | UnsetType = UNSET
-    attempt_id: str | UnsetType = UNSET
-    stop_reason: Literal["stop", "toolUse", "length"] | UnsetType = UNSET
-    tool_name: str | UnsetType = UNSET
-    tool_started_id: str | UnsetType = UNSET
+    message: UserWire | AssistantWire | ToolWire
+    stepId: str | UnsetType = UNSET
+    attemptId: str | UnsetType = UNSET
+    stopReason: StopReason | UnsetType = UNSET
+    toolName: str | UnsetType = UNSET
+    toolStartedId: str | UnsetType = UNSET
     result: ResultWire | UnsetType = UNSET
+    assistantEntryId: str | UnsetType = UNSET
+    toolIndex: SafeInt | UnsetType = UNSET
 
 
-# -- records (§9) ------------------------------------------------------------
+# -- facts (§5, §9, §10, v3) ---------------------------------------------------------------------
+
+RECORD_SHAPES: Final = {record: shape(record) for record in get_args(facts.Record)}
+RunStartedWire: Final = RECORD_SHAPES[facts.RunStarted]
+StepAttemptWire: Final = RECORD_SHAPES[facts.StepAttempt]
+ToolStartedWire: Final = RECORD_SHAPES[facts.ToolStarted]
+OperationFinishedWire: Final = RECORD_SHAPES[facts.OperationFinished]
+
+EntryFactWire: Final = shape(facts.EntryFact, entry=MessageEntry)
+RecordFactWire: Final = shape(facts.RecordFact, record=functools.reduce(operator.or_, RECORD_SHAPES.values()))
+UsageFactWire: Final = shape(facts.UsageFact)
+RawFactWire: Final = shape(facts.RawFact)
+McpFactWire: Final = shape(facts.McpFact)
+SealFactWire: Final = shape(facts.SealFact)
+
+FACT_SHAPES: Final[dict[facts.FactKind, type[msgspec.Struct]]] = {
+    "entry": EntryFactWire,
+    "record": RecordFactWire,
+    "usage": UsageFactWire,
+    "raw": RawFactWire,
+    "mcp": McpFactWire,
+    "seal": SealFactWire,
+}
 
 
-class RunStartedWire(
-    msgspec.Struct,
-    tag_field="type",
-    tag="runStarted",
-    rename="camel",
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    gc=False,
-):
-    operation_id: str
-    operation_kind: Literal["run"]
-    input_entry_id: str
+@functools.cache
+def line_type(kinds: frozenset[facts.FactKind]) -> Any:
+    """A transaction line of facts of these kinds: one fact, or an array of facts."""
+    fact = functools.reduce(operator.or_, (FACT_SHAPES[kind] for kind in FACT_SHAPES if kind in kinds))
+    return list[fact] | fact  # type: ignore[valid-type]
 
 
-class StepAttemptWire(
-    msgspec.Struct,
-    tag_field="type",
-    tag="stepAttempt",
-    rename="camel",
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    gc=False,
-):
-    """A run's first attempt at a step (retries and compaction steps take the reference path)."""
-
-    operation_id: str
-    step_id: str
-    attempt_id: str
-    step_kind: Literal["assistant"]
-    attempt: Literal[1]
-    context_through_entry_id: str
-    configuration_snapshot: ConfigurationSnapshot
-    configuration_digest: str
+LineWire: Final = line_type(frozenset(FACT_SHAPES))
+"""A line of any version's facts."""
 
 
-class ToolStartedWire(
-    msgspec.Struct,
-    tag_field="type",
-    tag="toolStarted",
-    rename="camel",
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    gc=False,
-):
-    operation_id: str
-    step_id: str
-    assistant_entry_id: str
-    tool_index: SafeInt
-    tool_call_id: str
-    tool_name: str
-    arguments: dict[str, Any]
-    replay: Literal["safe", "never"]
-    replay_key: Text
-    environment_identity: Text
-    result_entry_id: str
+def builtins_of(fact: msgspec.Struct) -> dict[str, Any] | None:
+    """A decoded fact as the dict the reference path reads from its line; None if only the line can say.
 
-
-class OperationFinishedWire(
-    msgspec.Struct,
-    tag_field="type",
-    tag="operationFinished",
-    rename="camel",
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    gc=False,
-):
-    """A run completed (other outcomes and compactions take the reference path)."""
-
-    operation_id: str
-    operation_kind: Literal["run"]
-    outcome: Literal["completed"]
-    completion: Literal["normal", "truncated"]
-    final_entry_id: str
-
-
-RecordWire = RunStartedWire | StepAttemptWire | ToolStartedWire | OperationFinishedWire
-
-
-# -- facts (§5, §10, v3 raw and seal) -------------------------------------------
-
-
-class EntryFactWire(
-    msgspec.Struct, tag_field="kind", tag="entry", forbid_unknown_fields=True, omit_defaults=True, gc=False
-):
-    seq: Seq
-    id: str
-    timestamp: SafeInt
-    entry: MessageEntry
-
-
-class RecordFactWire(
-    msgspec.Struct, tag_field="kind", tag="record", forbid_unknown_fields=True, omit_defaults=True, gc=False
-):
-    seq: Seq
-    id: str
-    timestamp: SafeInt
-    record: RecordWire
-
-
-class UsageWire(msgspec.Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    input: SafeInt
-    output: SafeInt
-    cache_read: SafeInt
-    cache_write: SafeInt
-
-
-class UsageFactWire(
-    msgspec.Struct,
-    tag_field="kind",
-    tag="usage",
-    rename="camel",
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    gc=False,
-):
-    seq: Seq
-    id: str
-    timestamp: SafeInt
-    operation_id: str
-    usage: UsageWire
-    attempt_id: str | UnsetType = UNSET
-    tool_started_id: str | UnsetType = UNSET
-
-
-class RawResponseWire(msgspec.Struct, rename="camel", forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    """A text response body (a ``bodyBase64`` one takes the reference path)."""
-
-    status: SafeInt
-    content_type: str | None
-    body: str
-    content_encoding: Text | UnsetType = UNSET
-    redactions: Count | UnsetType = UNSET
-    incomplete: Text | UnsetType = UNSET
-
-
-class RawFactWire(
-    msgspec.Struct,
-    tag_field="kind",
-    tag="raw",
-    rename="camel",
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    gc=False,
-):
-    seq: Seq
-    id: str
-    timestamp: SafeInt
-    operation_id: str
-    attempt_id: str
-    raw: RawResponseWire
-
-
-class SealFactWire(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fields=True, omit_defaults=True, gc=False):
-    seq: Seq
-    id: str
-    timestamp: SafeInt
-    chain: str
-
-
-FactWire = EntryFactWire | RecordFactWire | UsageFactWire | RawFactWire | SealFactWire
-
-LineWire: Final = list[FactWire] | FactWire
-"""A transaction line: one fact, or an array of facts."""
+    Equal member for member: the line decoded into the shape, which is
+    exact, and the shape writes no member the line lacks.  A message's
+    content is the one member left as ``Raw``; one that is not a string
+    (or null) is left to the reference path, which reads the whole line.
+    """
+    value: dict[str, Any] = msgspec.to_builtins(fact, builtin_types=(Raw,))
+    if type(fact) is EntryFactWire:
+        message = value["entry"]["message"]
+        content = decode_text_or_null(message["content"])
+        if content is NOT_TEXT:
+            return None
+        message["content"] = content
+    return value

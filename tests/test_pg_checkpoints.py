@@ -316,7 +316,9 @@ def test_a_writer_continues_from_the_checkpoint_row(pg_url, monkeypatch):
     session_id = run.writer.state.header.id
     PgCheckpoints(store, threshold=0).fold(session_id)
     restores = Restores(monkeypatch)
-    writer = PgCheckpoints(store, threshold=1 << 30).open_writer(store.session(session_id), "process")
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", str(1 << 30))
+    notes: list[str] = []
+    writer = store.open_writer(store.session(session_id), "process", notes.append)
     assert restores.count == 1
     assert writer.state.to_json_bytes() == reduce_source([journal(store, session_id)]).to_json_bytes()
     add_runs(RunWriter(writer), 2)

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from tiny_agent.fold.fold import Fold
     from tiny_agent.journal.state import SessionState
     from tiny_agent.stores.base import Session, Store
-    from tiny_agent.stores.checkpoints import Checkpoints
-    from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
 
 
 class Where:
@@ -64,49 +62,12 @@ class Found:
     def chunks(self) -> Iterator[bytes]:
         return self.store.chunks(self.session)
 
-    def checkpoints(self) -> Checkpoints | None:
-        """The checkpoints of a journal file of the sessions directory; None for a database's session."""
-        from tiny_agent.stores.files.store import FileStore, sessions_dir
-
-        if self.session.path is None:
-            return None
-        directory = self.store.directory if isinstance(self.store, FileStore) else sessions_dir(None)
-        return _checkpoints(directory)
-
-    def row_checkpoints(self) -> PgCheckpoints | None:
-        """The checkpoints of a database's session (its store's checkpoint table); None for a journal file."""
-        if self.session.path is not None:
-            return None
-        # Only the PostgreSQL store makes sessions without a file, so psycopg is loaded already.
-        from tiny_agent.stores.postgres.store import PgStore
-
-        if not isinstance(self.store, PgStore):
-            return None
-        from tiny_agent.stores.checkpoints import threshold_from
-        from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
-
-        return PgCheckpoints(self.store, threshold=threshold_from(os.environ), note=progress)
-
     def fold(self) -> Fold:
-        """The session folded, from its checkpoint (a file's, or a database session's row) when one checks out."""
-        from tiny_agent.stores.journal import fold_chunks
-
-        checkpoints = self.checkpoints()
-        rows = self.row_checkpoints()
+        """The session folded, from its checkpoint when one checks out."""
         try:
-            if checkpoints is not None:
-                return checkpoints.fold(self.path)
-            return rows.fold(self.session.id) if rows is not None else fold_chunks(self.chunks())
+            return self.store.fold(self.session, progress)
         except OSError as error:
             raise os_error(error, self.name) from None
-
-    def resumed(self) -> Fold | None:
-        """The checked fold of the session's checkpoint, for a reader of every line (audit); None without one."""
-        checkpoints = self.checkpoints()
-        if checkpoints is not None:
-            return checkpoints.resumed(self.path)
-        rows = self.row_checkpoints()
-        return rows.resumed(self.session.id) if rows is not None else None
 
     def state(self) -> SessionState:
         return self.fold().state
@@ -143,12 +104,6 @@ def print_json(value: object) -> None:
 
     sys.stdout.buffer.write(msgspec.json.encode(value) + b"\n")
     sys.stdout.flush()
-
-
-def _checkpoints(directory: Path) -> Checkpoints:
-    from tiny_agent.stores.checkpoints import Checkpoints, threshold_from
-
-    return Checkpoints(directory, threshold=threshold_from(os.environ), note=progress)
 
 
 def corrupt(error: CorruptionError, path: Path, as_json: bool) -> NoReturn:

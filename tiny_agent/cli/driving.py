@@ -142,7 +142,7 @@ def runtime_for(options: Drive, endpoint: Endpoint, display: TerminalDisplay | N
     from tiny_agent.agent.tools.mcp import servers_from_flags
     from tiny_agent.agent.tools.toolbox import terminal_approver
     from tiny_agent.providers.userconfig import load_user_config
-    from tiny_agent.stores.files.store import open_store
+    from tiny_agent.stores.files.store import sessions_dir
 
     servers = servers_from_flags(options.mcp or [], load_user_config(os.environ).mcp if options.mcp else {})
     if options.allow_mcp and not servers:
@@ -159,7 +159,7 @@ def runtime_for(options: Drive, endpoint: Endpoint, display: TerminalDisplay | N
         allow_bash=options.allow_bash,
         allow_write=options.allow_write,
         approve=None if options.allow_write else terminal_approver(),
-        protected=[open_store(None).directory],
+        protected=[sessions_dir(None)],
         policy=policy_for(options, endpoint),
         compacting=compacting_for(options, endpoint, keep),
         limits=limits_for(options),

@@ -26,13 +26,8 @@ def open_writer(found: Found, durability: Durability) -> JournalWriter:
 
     A v2 journal's writer refuses to start a model attempt (BLOCKED): see :meth:`tiny_agent.stores.journal.JournalWriter.open`.
     """
-    checkpoints = found.checkpoints()
-    rows = found.row_checkpoints()
     try:
-        if rows is not None:
-            writer = rows.open_writer(found.session, durability)
-        else:
-            writer = found.store.open_writer(found.session, durability, checkpoints.fold if checkpoints is not None else None)
+        writer = found.store.open_writer(found.session, durability, progress)
     except CorruptionError as error:
         corrupt(error, found.path, as_json=False)
     except OSError as error:

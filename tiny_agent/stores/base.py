@@ -1,22 +1,7 @@
-"""The store seam: what every command needs from where sessions live, and how a store is chosen.
+"""The store seam: the :class:`Store` protocol every command uses, how a session is named, and how a store is chosen.
 
-A :class:`Store` creates sessions, finds them by the names people type, opens
-one for appending with the single-writer guarantee, streams a journal's
-bytes, and lists sessions.  The journal format, the fold and the planner do
-not know which store holds a session, and this module knows no store.
-
-**Stores register by URL scheme** in :data:`STORES`, a table of
-``scheme -> "module:Class"`` that :func:`choose_store` resolves with
-``importlib`` only when that scheme is chosen.  A table rather than stores
-registering themselves on import: nothing has to be imported to be found, so
-psycopg is loaded only for a ``postgresql://`` store, and no store module
-imports this one back for anything but its types.  A store is added with one
-line here and a class with ``from_location(location, sessions_dir_flag)``.
-
-A session is named by a journal path (that file, whatever the store), its
-id, a unique prefix of its id, or its **handle**: the shortest unique prefix
-(4 to 8 hex digits) of the id's last group, which is random where the first
-groups are time-ordered.
+Imports no store: stores register by URL scheme in :data:`STORES` and are imported only when chosen
+(docs/service.md, *Choosing the store*; docs/cli.md, *Naming a session*).
 """
 
 from __future__ import annotations
@@ -45,9 +30,12 @@ STORES: Final[dict[str, tuple[str, str]]] = {
     "postgresql": ("tiny_agent.stores.postgres.store:PgStore", "postgres"),
     "postgres": ("tiny_agent.stores.postgres.store:PgStore", "postgres"),
 }
-"""URL scheme -> (the store's class, the extra that installs what it needs): a location without ``://`` is ``file``."""
+"""URL scheme -> (the store's class, the extra that installs what it needs): a location without ``://`` is ``file``.
+A table rather than stores registering themselves on import: nothing has to be imported to be found."""
 
 ProgressCallback = Callable[[int, int], None]
+Note = Callable[[str], None]
+"""Says in one line why a checkpoint was not used (a checkpoint is a cache, never an error)."""
 
 
 class SessionNotFound(NotFound):
@@ -80,10 +68,17 @@ class Store(Protocol):
 
     def resolve(self, reference: str) -> Session: ...
 
-    def open_writer(
-        self, session: Session, durability: Durability, folder: Callable[[Path], Fold] | None = None
-    ) -> JournalWriter:
-        """The session's one writer; ``folder`` folds a journal file (from its checkpoint).  Refuses another session's header."""
+    def open_writer(self, session: Session, durability: Durability, note: Note | None = None) -> JournalWriter:
+        """The session's one writer, folded under its lock (from its checkpoint when given a ``note``); refuses another
+        session's header."""
+        ...
+
+    def fold(self, session: Session, note: Note) -> Fold:
+        """The session folded, from its checkpoint when one checks out."""
+        ...
+
+    def resumed(self, session: Session, note: Note) -> Fold | None:
+        """The checked fold of the session's checkpoint, for a reader of every line (audit); None without one."""
         ...
 
     def create_from(
@@ -129,10 +124,7 @@ class StoreClass(Protocol):
 
 
 def choose_store(sessions_dir_flag: str | None, store_flag: str | None = None) -> Store:
-    """The store the command line names: ``--store``, else ``$TINY_AGENT_STORE``, else the sessions directory.
-
-    ``--sessions-dir`` names a directory and cannot be given with ``--store``.
-    """
+    """The store the command line names: ``--store``, else ``$TINY_AGENT_STORE``, else the sessions directory."""
     if store_flag and sessions_dir_flag:
         raise UsageError("--store and --sessions-dir both say where sessions live; give one")
     chosen = store_flag or ("" if sessions_dir_flag else os.environ.get(STORE_ENV, ""))
@@ -173,9 +165,6 @@ def ambiguous(reference: str, session_ids: list[str], more: bool = False) -> Amb
     return AmbiguousSession(f"{reference!r} fits {fits} sessions ({shown}); give more of it")
 
 
-# -- handles --------------------------------------------------------------------------------
-
-
 def tail_of(session_id: str) -> str:
     """The random last group of a UUIDv7 (the part handles are made of)."""
     return session_id.rsplit("-", 1)[-1]
@@ -184,9 +173,7 @@ def tail_of(session_id: str) -> str:
 def shortest_handles(session_ids: list[str], minimum: int = HANDLE_MIN) -> dict[str, str]:
     """Git-style shortest unique prefixes of the ids' tails, at least ``minimum`` and at most 8 digits.
 
-    Sorting the tails puts each one next to the tails it shares the longest
-    prefix with, so one pass over neighbours finds every handle.  Two tails
-    alike in all 8 digits both get 8; naming either then asks for more of the id.
+    Sorted, each tail is next to those it shares the longest prefix with; two alike in all 8 digits both get 8.
     """
     tails = sorted((tail_of(session_id), session_id) for session_id in session_ids)
     handles: dict[str, str] = {}
@@ -199,9 +186,5 @@ def shortest_handles(session_ids: list[str], minimum: int = HANDLE_MIN) -> dict[
 
 def handle_length(tail: str, before: str | None, after: str | None, minimum: int = HANDLE_MIN) -> int:
     """How much of ``tail`` tells it from its neighbours in tail order."""
-    shared = max(_common(tail, before or ""), _common(tail, after or ""))
+    shared = max(len(os.path.commonprefix([tail, neighbour or ""])) for neighbour in (before, after))
     return min(max(minimum, shared + 1), HANDLE_MAX)
-
-
-def _common(left: str, right: str) -> int:
-    return next((index for index, (a, b) in enumerate(zip(left, right, strict=False)) if a != b), min(len(left), len(right)))

@@ -1,23 +1,21 @@
-"""The file store (the embedded default): each session a journal file ``<UTC time>_<session id>.jsonl``.
+"""The file store (the default): each session a journal file ``<UTC time>_<session id>.jsonl`` in a private directory.
 
-The sessions directory is private (0700), journals 0600.  It is, in order: the
-``--sessions-dir`` flag, ``$TINY_AGENT_SESSIONS_DIR``, or the per-user data
-directory (``$XDG_DATA_HOME/tiny-agent/sessions``, by default
-``~/.local/share/tiny-agent/sessions``).  Names never leave the directory (no
-separators, no ``..``) and symbolic links are never followed into it.
+Where that directory is, and the rules for what is made there, are in docs/cli.md (*Naming a session*) and
+docs/journal.md; the files themselves are :mod:`~tiny_agent.stores.files.disk`'s.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from tiny_agent.errors import ConfigError
 from tiny_agent.stores.base import (
     HANDLE_MAX,
+    Note,
     ProgressCallback,
     Session,
     SessionNotFound,
@@ -34,6 +32,7 @@ if TYPE_CHECKING:
     # The journal (and with it the whole fold) is imported where a writer is made: listing
     # sessions from a warm index, the commonest command, needs neither.
     from tiny_agent.fold.fold import Fold
+    from tiny_agent.stores.checkpoints import Checkpoints
     from tiny_agent.stores.journal import Durability, JournalWriter
     from tiny_agent.stores.listing import Listed, ReportEntry
 
@@ -41,7 +40,7 @@ SESSIONS_DIR_ENV: Final = "TINY_AGENT_SESSIONS_DIR"
 
 
 def default_sessions_dir() -> Path:
-    """The per-user data directory's ``tiny-agent/sessions``."""
+    """``$XDG_DATA_HOME/tiny-agent/sessions``, by default ``~/.local/share/tiny-agent/sessions``."""
     data_home = os.environ.get("XDG_DATA_HOME") or ""
     base = Path(data_home) if os.path.isabs(data_home) else Path.home() / ".local" / "share"
     return base / "tiny-agent" / "sessions"
@@ -49,9 +48,7 @@ def default_sessions_dir() -> Path:
 
 def sessions_dir(flag: str | None) -> Path:
     """The sessions directory: the flag, else $TINY_AGENT_SESSIONS_DIR, else the per-user default."""
-    if flag:
-        return Path(flag)
-    configured = os.environ.get(SESSIONS_DIR_ENV)
+    configured = flag or os.environ.get(SESSIONS_DIR_ENV)
     return Path(configured) if configured else default_sessions_dir()
 
 
@@ -93,12 +90,41 @@ class FileStore:
         return JournalWriter.create(self.directory / journal_name(header.id, header.createdAt), header, durability=durability)
 
     def resolve(self, reference: str) -> Session:
-        return file_session(resolve_session(reference, self.directory))
+        """A path, a session id, a handle, or a unique prefix of an id."""
+        if is_journal_path(reference):
+            return file_session(reference)
+        check_reference(reference)
+        by_id = {session_id_of(path) or "": path for path in list_journals(self.directory)}
+        if reference in by_id:
+            return file_session(by_id[reference])
+        is_hex = "-" not in reference
+        matches = [session_id for session_id in by_id if is_hex and tail_of(session_id).startswith(reference)]
+        matches += [session_id for session_id in by_id if session_id.startswith(reference) and session_id not in matches]
+        if not matches:
+            raise SessionNotFound(f"no session {reference!r} in {self.directory}")
+        if len(matches) > 1:
+            raise ambiguous(reference, matches)
+        return file_session(by_id[matches[0]])
 
-    def open_writer(
-        self, session: Session, durability: Durability, folder: Callable[[Path], Fold] | None = None
-    ) -> JournalWriter:
-        return file_writer(_path_of(session), durability, folder)
+    def open_writer(self, session: Session, durability: Durability, note: Note | None = None) -> JournalWriter:
+        """The journal file's writer (a file named after its session must hold that session's header)."""
+        from tiny_agent.stores.journal import JournalWriter
+
+        path = _path_of(session)
+        folder = self.checkpoints(note).fold if note is not None else None
+        return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
+
+    def fold(self, session: Session, note: Note) -> Fold:
+        return self.checkpoints(note).fold(_path_of(session))
+
+    def resumed(self, session: Session, note: Note) -> Fold | None:
+        return self.checkpoints(note).resumed(_path_of(session))
+
+    def checkpoints(self, note: Note) -> Checkpoints:
+        """The checkpoints of this directory's journals (:mod:`tiny_agent.stores.checkpoints`)."""
+        from tiny_agent.stores.checkpoints import Checkpoints, threshold_from
+
+        return Checkpoints(self.directory, threshold=threshold_from(os.environ), note=note)
 
     def create_from(
         self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
@@ -122,14 +148,11 @@ class FileStore:
         return file_holder(_path_of(session))
 
     def handle(self, session_id: str) -> str:
-        return self.handles().get(session_id, tail_of(session_id)[:HANDLE_MAX])
+        handles = shortest_handles([found for path in list_journals(self.directory) if (found := session_id_of(path))])
+        return handles.get(session_id, tail_of(session_id)[:HANDLE_MAX])
 
     def sessions(self) -> list[Session]:
         return [file_session(path) for path in list_journals(self.directory)]
-
-    def handles(self) -> dict[str, str]:
-        """Each session id's handle in this store."""
-        return shortest_handles([session_id for path in list_journals(self.directory) if (session_id := session_id_of(path))])
 
     def listing(
         self, *, cwd: str | None = None, limit: int | None = None, progress: ProgressCallback | None = None
@@ -143,11 +166,6 @@ class FileStore:
         """Nothing is held between calls."""
 
 
-def open_store(sessions_dir_flag: str | None) -> FileStore:
-    """The file store in the sessions directory the command line names."""
-    return FileStore(sessions_dir(sessions_dir_flag))
-
-
 def file_session(reference: str | Path) -> Session:
     """The journal file a path names (it must be a file)."""
     path = Path(reference)
@@ -156,33 +174,7 @@ def file_session(reference: str | Path) -> Session:
     return Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
 
 
-def file_writer(path: Path, durability: Durability, folder: Callable[[Path], Fold] | None = None) -> JournalWriter:
-    """A journal file's writer (the file named after its session must hold that session's header)."""
-    from tiny_agent.stores.journal import JournalWriter
-
-    return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
-
-
 def _path_of(session: Session) -> Path:
     if session.path is None:
         raise ValueError(f"{session.name} is not a journal file")
     return session.path
-
-
-def resolve_session(reference: str, directory: Path) -> Path:
-    """A journal path for a path, a session id, a handle, or a unique prefix of an id."""
-    if is_journal_path(reference):
-        return _path_of(file_session(reference))
-    check_reference(reference)
-    by_id = {session_id_of(path) or "": path for path in list_journals(directory)}
-    exact = by_id.get(reference)
-    if exact is not None:
-        return exact
-    is_hex = "-" not in reference
-    matches = [session_id for session_id in by_id if is_hex and tail_of(session_id).startswith(reference)]
-    matches += [session_id for session_id in by_id if session_id.startswith(reference) and session_id not in matches]
-    if not matches:
-        raise SessionNotFound(f"no session {reference!r} in {directory}")
-    if len(matches) > 1:
-        raise ambiguous(reference, matches)
-    return by_id[matches[0]]

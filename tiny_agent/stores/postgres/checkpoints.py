@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import msgspec
 import psycopg
@@ -47,11 +46,7 @@ from tiny_agent.stores import checkpoints
 from tiny_agent.stores.checkpoints import DEFAULT_THRESHOLD, Note, PrefixDigest, Unusable
 from tiny_agent.stores.journal import collector_paused
 from tiny_agent.stores.postgres import schema as pgschema
-from tiny_agent.stores.postgres.store import BATCH_ROWS, Connection, PgStore, read_chunks
-
-if TYPE_CHECKING:
-    from tiny_agent.stores.base import Session
-    from tiny_agent.stores.journal import Durability, JournalWriter
+from tiny_agent.stores.postgres.database import BATCH_ROWS, Connection, Database, read_chunks
 
 # tiny_agent.fold.snapshot is imported where a checkpoint is read or written, as in
 # tiny_agent.stores.checkpoints: a small session (no checkpoint) should not pay to load it.
@@ -84,7 +79,7 @@ def _silent(line: str) -> None:
 class PgCheckpoints:
     """The checkpoints of one PostgreSQL store's sessions."""
 
-    def __init__(self, store: PgStore, *, threshold: int = DEFAULT_THRESHOLD, note: Note = _silent) -> None:
+    def __init__(self, store: Database, *, threshold: int = DEFAULT_THRESHOLD, note: Note = _silent) -> None:
         self.store = store
         self.threshold = threshold
         self._note = note
@@ -114,10 +109,6 @@ class PgCheckpoints:
             _, stored = self._row(conn, session_id)
             start = self._resume(conn, session_id, stored)
         return None if start is None else start.fold
-
-    def open_writer(self, session: Session, durability: Durability) -> JournalWriter:
-        """The session's one writer, its lines folded from the checkpoint under the writer's lock."""
-        return self.store.open_writer(session, durability, rows_folder=self.fold)
 
     def _fold(self, conn: Connection, session_id: str) -> Fold:
         size, stored = self._row(conn, session_id)

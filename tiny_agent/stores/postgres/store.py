@@ -1,11 +1,7 @@
-"""Sessions in PostgreSQL: the same journal, one row per line (docs/service.md says what each guarantee becomes).
+"""Sessions in PostgreSQL: the same journal, one row per line, behind the :class:`~tiny_agent.stores.base.Store` seam.
 
-Chosen by a ``postgresql://`` store URL; this module, and psycopg with it, is
-imported only then.  The schema and statements are
-:mod:`tiny_agent.stores.postgres.schema`.  The writer, the fold and the
-planner are the file store's; a line and its index row are one statement, the
-primary key refuses a second line N, and a writer holds a session-level
-advisory lock on a connection of its own for as long as it lives.
+Chosen by a ``postgresql://`` URL; only then is psycopg imported.  Statements in ``schema``, connections in
+``database``; docs/service.md says what each guarantee of the file store becomes.
 """
 
 from __future__ import annotations
@@ -14,16 +10,14 @@ import contextlib
 import errno
 import itertools
 import os
-import socket
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-import psycopg.conninfo
 from psycopg import errors as pg_errors
 
-from tiny_agent.errors import ConfigError, CorruptionError, Locked, Misnamed, TinyAgentError
+from tiny_agent.errors import CorruptionError, Locked, Misnamed
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.facts import encode_header
 from tiny_agent.journal.ids import now_ms
@@ -31,6 +25,7 @@ from tiny_agent.journal.links import Origin, Parent
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.stores import failpoints
 from tiny_agent.stores.base import (
+    Note,
     ProgressCallback,
     Session,
     SessionNotFound,
@@ -40,8 +35,7 @@ from tiny_agent.stores.base import (
     is_journal_path,
     tail_of,
 )
-from tiny_agent.stores.files.disk import CHUNK_SIZE, file_chunks, file_holder
-from tiny_agent.stores.files.store import file_session, file_writer
+from tiny_agent.stores.files.store import FileStore, file_session, sessions_dir
 from tiny_agent.stores.journal import (
     Durability,
     JournalWriter,
@@ -63,20 +57,12 @@ from tiny_agent.stores.listing import (
     usage_buckets,
 )
 from tiny_agent.stores.postgres import schema as pgschema
+from tiny_agent.stores.postgres.database import Connection, Database, StoreUnavailable, read_chunks
 
-BATCH_ROWS: Final = 2000
-"""Rows a server-side cursor hands over per round trip when a session is read."""
+if TYPE_CHECKING:
+    from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
 
-Connection = psycopg.Connection[tuple[Any, ...]]
-RowsFolder = Callable[[str, Connection], Fold]
-"""Folds a session's rows on a writer's connection (from its checkpoint: :mod:`tiny_agent.stores.postgres.checkpoints`)."""
-
-
-class StoreUnavailable(TinyAgentError):
-    """The database cannot be reached, or a statement failed for a reason of the server's (never the journal's)."""
-
-    label = "UNAVAILABLE"
-
+__all__ = ["LostRace", "PgStore", "SessionHeld", "StoreUnavailable"]
 
 class SessionHeld(Locked):
     """Another connection holds the session's writer lock."""
@@ -86,101 +72,18 @@ class LostRace(OSError):
     """A line the writer meant to append is already in the database: another writer got there first."""
 
 
-class PgStore:
-    """Sessions as rows of a PostgreSQL database (the tables in the URL's current schema)."""
+class PgStore(Database):
+    """Sessions as rows of a PostgreSQL database; a journal named by its path is a file of the sessions directory's store."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        self.label = pgschema.safe_store_url(url)
-        try:
-            psycopg.conninfo.conninfo_to_dict(url)  # libpq's own reading of it, without connecting
-        except psycopg.ProgrammingError as error:
-            detail = pgschema.without_secrets(" ".join(str(error).split()), url)
-            raise ConfigError(f"{self.label}: not a valid PostgreSQL URL: {detail}") from None
-        self._reader: Connection | None = None
+        super().__init__(url)
+        self.files = FileStore(sessions_dir(None))
         self._reading = 0
-        self._schema: str | None = None
 
     @classmethod
     def from_location(cls, location: str, sessions_dir_flag: str | None) -> PgStore:
         del sessions_dir_flag
         return cls(location)
-
-    # -- connections -------------------------------------------------------------------------
-
-    def connect(self, *, writer: bool = False, durability: Durability = "fsync") -> Connection:
-        """A new autocommit connection, the schema checked (created on first use); a writer's names its process."""
-        name = pgschema.application_name(os.getpid(), socket.gethostname()) if writer else "tiny-agent reader"
-        try:
-            conn: Connection = psycopg.connect(self.url, autocommit=True, application_name=name, connect_timeout=10)
-        except psycopg.Error as error:
-            raise self.unavailable("cannot connect", error) from None
-        try:
-            with contextlib.suppress(pg_errors.UndefinedObject):  # before PostgreSQL 11 there is no JIT to turn off
-                # Compiling a listing's queries costs more than it saves: half a second where they take a tenth.
-                conn.execute("SET jit = off")
-            self._schema = self._schema or self._check_schema(conn)
-            if writer:
-                # A dead machine's connection (and so its lock) is dropped within about a minute, not hours.
-                conn.execute("SET tcp_keepalives_idle = 20; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 3")
-                if durability == "process":
-                    conn.execute("SET synchronous_commit = off")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def unavailable(self, what: str, error: Exception) -> StoreUnavailable:
-        detail = " ".join(str(error).split()) or type(error).__name__
-        return StoreUnavailable(f"{self.label}: {what}: {pgschema.without_secrets(detail, self.url)}")
-
-    def _check_schema(self, conn: Connection) -> str:
-        try:
-            row = conn.execute(pgschema.SCHEMA_STATE).fetchone()
-            if row is None or row[0] is None:
-                raise ConfigError(f"{self.label}: the connection's search_path names no schema that exists; create it first")
-            if not row[1] or not row[2]:
-                with conn.transaction():  # under a lock, so that two workers starting at once do not race
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
-                    if row[1]:
-                        _add_checkpoint_table(conn)
-                    else:
-                        for statement in pgschema.CREATE:
-                            conn.execute(statement)
-                        conn.execute(pgschema.FIRST_VERSION, (pgschema.SCHEMA_VERSION,))
-            found = conn.execute("SELECT max(version) FROM tiny_agent_schema").fetchone()
-        except psycopg.Error as error:
-            raise self.unavailable("cannot prepare the tables", error) from None
-        version = found[0] if found is not None else None
-        if version is not None and version > pgschema.SCHEMA_VERSION:
-            raise ConfigError(
-                f"{self.label}: its tables are schema version {version}, newer than this tiny-agent's "
-                f"{pgschema.SCHEMA_VERSION}; upgrade tiny-agent"
-            )
-        return str(row[0])
-
-    def reader(self) -> Connection:
-        if self._reader is None or self._reader.closed:
-            self._reader = self.connect()
-        return self._reader
-
-    def query(self, statement: str, params: Iterable[object] | dict[str, object] = ()) -> list[tuple[Any, ...]]:
-        """Rows of one statement on the store's reading connection."""
-        try:
-            return self.reader().execute(statement, params).fetchall()  # type: ignore[arg-type]
-        except psycopg.Error as error:
-            raise self.unavailable("a query failed", error) from None
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-
-    @property
-    def schema(self) -> str:
-        if self._schema is None:
-            self.reader()
-        return self._schema or "public"
 
     # -- naming sessions -------------------------------------------------------------------
 
@@ -219,7 +122,7 @@ class PgStore:
     def chunks(self, session: Session) -> Iterator[bytes]:
         """The journal's bytes, about a megabyte at a time, streamed from a server-side cursor (memory stays bounded)."""
         if session.path is not None:
-            yield from file_chunks(session.path)
+            yield from self.files.chunks(session)
             return
         busy = self._reading > 0
         conn = self.connect() if busy else self.reader()
@@ -236,7 +139,7 @@ class PgStore:
     def size(self, session: Session) -> int:
         """The journal's length in bytes (every line and its LF), as its index row keeps it."""
         if session.path is not None:
-            return session.path.stat().st_size
+            return self.files.size(session)
         rows = self.query("SELECT bytes FROM tiny_agent_sessions WHERE id = %s", (session.id,))
         return int(rows[0][0]) if rows else 0
 
@@ -247,8 +150,8 @@ class PgStore:
     def holder(self, session: Session) -> str | None:
         """Who writes the session now, in words (``pid N on HOST (database backend M)``); None when nobody does."""
         if session.path is not None:
-            return file_holder(session.path)
-        return self.held_locks().get(pgschema.lock_parts(pgschema.lock_key(self.schema, session.id)))
+            return self.files.holder(session)
+        return self.held_locks().get(self._lock_parts(session.id))
 
     def held_locks(self) -> dict[tuple[int, int], str]:
         return {(row[0], row[1]): pgschema.holder_words(row[3], row[2]) for row in self.query(pgschema.HELD_LOCKS)}
@@ -345,28 +248,37 @@ class PgStore:
 
         return self._locked(header.id, durability, "cannot create a session", insert)
 
-    def open_writer(
-        self,
-        session: Session,
-        durability: Durability,
-        folder: Callable[[Path], Fold] | None = None,
-        *,
-        rows_folder: RowsFolder | None = None,
-    ) -> JournalWriter:
-        """The session's one writer: its lock taken on a connection of its own, then its rows folded (by ``rows_folder``)."""
+    def open_writer(self, session: Session, durability: Durability, note: Note | None = None) -> JournalWriter:
+        """The session's one writer: its lock taken on a connection of its own, then its rows folded there."""
         if session.path is not None:
-            return file_writer(session.path, durability, folder)
+            return self.files.open_writer(session, durability, note)
+        folded = self._checkpoints(note).fold if note is not None else fold_rows
 
         def fold(conn: Connection) -> Fold:
-            folded = (rows_folder or fold_rows)(session.id, conn)
-            if folded.state.header.id != session.id:
+            fold = folded(session.id, conn)
+            if fold.state.header.id != session.id:
                 raise Misnamed(
-                    f"the rows of session {session.id} start with the header of session {folded.state.header.id}; no "
+                    f"the rows of session {session.id} start with the header of session {fold.state.header.id}; no "
                     f"writer opens it (appends meant for one session would land in another)"
                 )
-            return folded
+            return fold
 
         return self._locked(session.id, durability, f"cannot open session {session.id}", fold)
+
+    def fold(self, session: Session, note: Note) -> Fold:
+        """From the session's checkpoint row when one checks out (:mod:`tiny_agent.stores.postgres.checkpoints`)."""
+        if session.path is not None:
+            return self.files.fold(session, note)
+        return self._checkpoints(note).fold(session.id)
+
+    def resumed(self, session: Session, note: Note) -> Fold | None:
+        return self.files.resumed(session, note) if session.path is not None else self._checkpoints(note).resumed(session.id)
+
+    def _checkpoints(self, note: Note) -> PgCheckpoints:
+        from tiny_agent.stores.checkpoints import threshold_from
+        from tiny_agent.stores.postgres.checkpoints import PgCheckpoints
+
+        return PgCheckpoints(self, threshold=threshold_from(os.environ), note=note)
 
     def _locked(self, session_id: str, durability: Durability, what: str, prepare: Callable[[Connection], Fold]) -> JournalWriter:
         """A writer on a connection of its own, once the session's lock is taken there and ``prepare`` gave its fold."""
@@ -466,8 +378,7 @@ class RowAppender:
                 f"nothing was overwritten)",
             ) from None
         except psycopg.Error as error:
-            detail = pgschema.without_secrets(" ".join(str(error).split()), self._store.url)
-            raise OSError(errno.EIO, f"the database did not take line {number}: {detail}") from None
+            raise OSError(errno.EIO, f"the database did not take line {number}: {self._store.detail(error)}") from None
         self._lines = number
 
     def close(self) -> None:
@@ -479,32 +390,6 @@ class RowAppender:
         with contextlib.suppress(psycopg.Error):
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
         self._conn.close()
-
-
-def read_chunks(conn: Connection, session_id: str, after: int = 0) -> Iterator[bytes]:
-    """The session's lines after line ``after``, each with its LF, joined into chunks of about a megabyte."""
-    with conn.transaction(), conn.cursor(name=f"tiny_agent_lines_{os.getpid()}", binary=True) as cursor:
-        cursor.itersize = BATCH_ROWS
-        cursor.execute(pgschema.READ_LINES_AFTER, (session_id, after))
-        pending: list[bytes] = []
-        size = 0
-        for (data,) in cursor:
-            pending += (data, b"\n")
-            size += len(data) + 1
-            if size >= CHUNK_SIZE:
-                yield b"".join(pending)
-                pending, size = [], 0
-        if pending:
-            yield b"".join(pending)
-
-
-def _add_checkpoint_table(conn: Connection) -> None:
-    """Tables made before checkpoints get their table; a role that may not create it goes on without (a cache)."""
-    try:
-        with conn.transaction():
-            conn.execute(pgschema.CREATE_CHECKPOINTS)
-    except pg_errors.InsufficientPrivilege:
-        return  # its folds then say, in one line each, that they have no checkpoint to read
 
 
 def fold_rows(session_id: str, conn: Connection) -> Fold:

@@ -1,22 +1,6 @@
-"""What the loopback server keeps of a request: the path, the decoded body, header names, and no secret.
+"""What the loopback server keeps of a request: the path, the decoded body, the headers, and no secret.
 
-Credentials are recorded as fingerprints only, so a test can check *which*
-key reached the server while the server never holds the key:
-
-- ``Authorization``, ``x-api-key``, ``api-key`` and ``proxy-authorization``
-  always carry a credential;
-- any other header whose value contains a key-looking string (``sk-...``,
-  ``sk-ant-...``, ``Bearer ...``, or a long run of letters *and* digits)
-  is treated the same way;
-- a query parameter with such a value, or a name that says it is a
-  credential (``key``, ``token``...), is replaced in the recorded path.
-
-A fingerprint is ``sha256:`` and the hex digest of the credential, where the
-credential of ``Authorization: Bearer KEY`` is ``KEY`` (the scheme is kept in
-front: ``Bearer sha256:...``), so ``fingerprint(key)`` is what a test
-compares, whichever header carried the key.
-
-Pure: no I/O.
+Credentials are kept as fingerprints only (docs/loopback.md, "Credentials: fingerprints only").  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -73,9 +57,7 @@ def record(path: str, headers: Iterable[tuple[str, str]], raw: bytes, api: Api |
     for name, value in headers:
         lower = name.lower()
         if lower in CREDENTIAL_HEADERS or _KEY_LOOKING.search(value):
-            shown, digest = _hidden(value)
-            kept[lower] = shown
-            fingerprints[lower] = digest
+            kept[lower], fingerprints[lower] = _hidden(value)
         else:
             kept[lower] = value
     return RecordedRequest(
@@ -111,9 +93,7 @@ def _safe_path(target: str) -> str:
 
 
 def _json_or_none(raw: bytes) -> Any:
-    if not raw:
-        return None
     try:
-        return json.loads(raw)
+        return json.loads(raw) if raw else None
     except ValueError:
         return None

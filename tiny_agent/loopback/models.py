@@ -1,30 +1,20 @@
-"""Scripted models: replies computed from the request, for long multi-turn tests of any wire API.
+"""Scripted models: replies computed from the conversation sent, so any process asking at any point gets the same answer.
 
-A model reads only the conversation it is sent, so any process may ask it at
-any point (a resumed run, a second session) and get the answer that point
-calls for.  Call ids are derived from the conversation too (``call_3`` is
-the fourth call turn since the prompt), so they are the same whoever asks.
-
-- :class:`ToolLoopModel` calls a tool until ``turns`` call turns have passed
-  since the last prompt, then answers with text;
-- :class:`EndlessToolCaller` never stops calling tools.
-
-Each can answer whole or streamed (irregular pieces, seeded by the turn).
+docs/loopback.md, "Scripted models".
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
-import msgspec
-
-from tiny_agent.loopback.answers import Answer, Call, StreamShape, Tokens, event_stream, whole_body
+from tiny_agent.loopback.answers import Answer, Call, StreamShape, Tokens, call_id, event_stream, whole_body
 from tiny_agent.loopback.script import Pieces, Reply, ScriptedModel, streamed
 from tiny_agent.wire.registry import Api
 
 
 class ToolLoopModel(ScriptedModel):
-    """``turns`` turns of one tool call each (since the last user prompt), then a text answer."""
+    """``turns`` turns of one tool call each (since the last user prompt), then ``final`` as text."""
 
     def __init__(
         self,
@@ -52,17 +42,15 @@ class ToolLoopModel(ScriptedModel):
     def reply(self, body: Any) -> Reply:
         self.replies += 1
         done = call_turns_since_prompt(self.api, body)
+        # The context grows each turn, and most of it was cached the turn before.
+        tokens = Tokens(input=50, output=10, cache_read=100 * done, cache_write=0)
         if done < self.turns:
-            answer = Answer(calls=(Call(self.tool, self.arguments, id=call_id(self.api, done)),), tokens=_tokens(done))
+            answer = Answer(calls=(Call(self.tool, self.arguments, id=call_id(self.api, done)),), tokens=tokens)
         else:
-            answer = Answer(text=self.final, tokens=_tokens(done))
-        return self._sent(answer, done)
-
-    def _sent(self, answer: Answer, turn: int) -> Reply:
+            answer = Answer(text=self.final, tokens=tokens)
         if not self.stream:
             return Reply(body=whole_body(self.api, answer), api=self.api, delay=self.delay)
-        reply = streamed(event_stream(self.api, answer, self.shape), pieces=Pieces(seed=turn), api=self.api)
-        return msgspec.structs.replace(reply, delay=self.delay)
+        return streamed(event_stream(self.api, answer, self.shape), pieces=Pieces(seed=done), api=self.api, delay=self.delay)
 
 
 class EndlessToolCaller(ToolLoopModel):
@@ -72,60 +60,45 @@ class EndlessToolCaller(ToolLoopModel):
         super().__init__(api, turns=2**62, tool=tool, arguments=arguments, stream=stream)
 
 
-def call_id(api: Api, turn: int) -> str:
-    return f"toolu_{turn}" if api == "anthropic" else f"call_{turn}"
+def _chat_kind(message: dict[str, Any]) -> str | None:
+    if message.get("role") == "user":
+        return "prompt"
+    return "call" if message.get("role") == "assistant" and message.get("tool_calls") else None
 
 
-def _tokens(turn: int) -> Tokens:
-    # The context grows each turn, and most of it was cached the turn before.
-    return Tokens(input=50, output=10, cache_read=100 * turn, cache_write=0)
+def _anthropic_kind(turn: dict[str, Any]) -> str | None:
+    blocks = turn.get("content")
+    kinds = {block.get("type") for block in blocks if type(block) is dict} if type(blocks) is list else {"text"}
+    if turn.get("role") == "user" and "text" in kinds:
+        return "prompt"
+    return "call" if turn.get("role") == "assistant" and "tool_use" in kinds else None
+
+
+def _responses_kind(item: dict[str, Any]) -> str | None:
+    if item.get("type") == "message" and item.get("role") == "user":
+        return "prompt"
+    return "call" if item.get("type") == "function_call" else None
+
+
+# Per API: the member holding the conversation, and what an entry of it is: a user prompt, a turn of calls, or neither.
+_CONVERSATION: Final[dict[Api, tuple[str, Callable[[dict[str, Any]], str | None]]]] = {
+    "chat": ("messages", _chat_kind),
+    "anthropic": ("messages", _anthropic_kind),
+    "responses": ("input", _responses_kind),
+}
 
 
 def call_turns_since_prompt(api: Api, body: Any) -> int:
     """How many assistant turns with tool calls the conversation holds after its last user prompt."""
-    if type(body) is not dict:
-        return 0
-    if api == "chat":
-        return _chat_turns(body.get("messages"))
-    if api == "anthropic":
-        return _anthropic_turns(body.get("messages"))
-    return _responses_turns(body.get("input"))
-
-
-def _chat_turns(messages: Any) -> int:
+    member, kind_of = _CONVERSATION[api]
+    entries = body.get(member) if type(body) is dict else None
     count = 0
-    for message in messages if type(messages) is list else []:
-        role = message.get("role") if type(message) is dict else None
-        if role == "user":
+    previous: str | None = None
+    for entry in entries if type(entries) is list else []:
+        kind = kind_of(entry) if type(entry) is dict else None
+        if kind == "prompt":
             count = 0
-        elif role == "assistant" and message.get("tool_calls"):
-            count += 1
-    return count
-
-
-def _anthropic_turns(turns: Any) -> int:
-    count = 0
-    for turn in turns if type(turns) is list else []:
-        if type(turn) is not dict:
-            continue
-        blocks = turn.get("content")
-        kinds = {block.get("type") for block in blocks if type(block) is dict} if type(blocks) is list else {"text"}
-        if turn.get("role") == "user" and "text" in kinds:
-            count = 0
-        elif turn.get("role") == "assistant" and "tool_use" in kinds:
-            count += 1
-    return count
-
-
-def _responses_turns(items: Any) -> int:
-    count = 0
-    previous: Any = None
-    for item in items if type(items) is list else []:
-        kind = item.get("type") if type(item) is dict else None
-        if kind == "message" and item.get("role") == "user":
-            count = 0
-        elif kind == "function_call" and previous != "function_call":
-            # Parallel calls are consecutive items of one turn.
-            count += 1
+        elif kind == "call" and not (api == "responses" and previous == "call"):
+            count += 1  # parallel Responses calls are consecutive items of one turn
         previous = kind
     return count

@@ -1,23 +1,6 @@
 """The loopback server: plain HTTP/1.1 on 127.0.0.1, one thread per connection, the standard library only.
 
-Routes: ``POST /v1/chat/completions``, ``/v1/messages`` and ``/v1/responses``
-(and the same without ``/v1``).  Anything else is answered 404 with a JSON
-error and recorded as a violation.  Each request on a route takes the next
-step of the script (a :class:`Reply`, or a model computing one from the
-body); a lone model instead of a list answers every request.
-
-Before a step is answered the request is checked: the step's API must be the
-route's, and (unless ``validate=False``) the request must keep its API's
-rules (:mod:`.validation`).  A broken rule is answered 400 with a one-line
-JSON error in the API's own shape, and kept in ``server.violations``.
-
-Bodies sent in pieces use ``Transfer-Encoding: chunked`` unless the reply
-asks for a close-delimited body: with chunked framing a client can tell a
-connection closed mid-stream (no terminating chunk) from a finished one,
-exactly as with a real provider behind a proxy, and the connection stays
-usable for the next request.  ``framing="close"`` is there for the servers
-that end a stream by closing, where a break-off looks like a clean end at
-the HTTP level and only the stream's own grammar can tell.
+Routes, the script, validation and why streams are chunked: docs/loopback.md.
 """
 
 from __future__ import annotations
@@ -32,7 +15,7 @@ import msgspec
 
 from tiny_agent.loopback.answers import error_body
 from tiny_agent.loopback.capture import RecordedRequest, record
-from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, WirePlan, expected_api, wire_plan
+from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, expected_api, wire_plan
 from tiny_agent.loopback.validation import Rule, Violation, violation_of
 from tiny_agent.wire.registry import Api
 
@@ -57,10 +40,8 @@ class SentReply(msgspec.Struct):
     body: bytes
     """Exactly the body bytes the script sends (up to a break-off): what the client's journal must hold."""
     sizes: list[int]
-    """The pieces the body is written in."""
     framing: Framing
     written: int = 0
-    """Body bytes written to the socket so far."""
     outcome: Outcome = "sending"
 
 
@@ -80,7 +61,9 @@ class LoopbackServer:
         """Exceptions that escaped a handler (a client going away is not one): a bug to fix, one line each."""
         self._server = _QuietServer(("127.0.0.1", port), _handler_class(self), self.errors)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._serve, name="loopback", daemon=True)
+        # A short poll interval: shutdown() waits for it, and tests start and stop many servers.
+        poll = {"poll_interval": 0.02}
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs=poll, name="loopback", daemon=True)
 
     @property
     def port(self) -> int:
@@ -106,10 +89,6 @@ class LoopbackServer:
         with self._lock:
             return len(self.requests)
 
-    def _serve(self) -> None:
-        # A short poll interval: shutdown() waits for it, and tests start and stop many servers.
-        self._server.serve_forever(poll_interval=0.02)
-
     def __enter__(self) -> LoopbackServer:
         self._thread.start()
         return self
@@ -127,29 +106,21 @@ class LoopbackServer:
 
     # -- the request's way through the server (called from handler threads) --------
 
-    def _kept(self, request: RecordedRequest) -> int:
-        """Record a request that takes no step (it came on no route); its index."""
-        with self._lock:
-            self.requests.append(request)
-            return len(self.requests) - 1
-
     def _take(self, request: RecordedRequest) -> tuple[int, Step | None]:
-        """Record a request on a route and take the step that answers it (None: the script ran out)."""
+        """Record a request and, on a route, take the step that answers it (None: the script ran out, or no route)."""
         with self._lock:
             self.requests.append(request)
-            index = len(self.requests) - 1
-            if self._forever is not None:
-                return index, self._forever
-            return index, self._script.pop(0) if self._script else None
+            if request.api is None:
+                return len(self.requests) - 1, None
+            step = self._forever if self._forever is not None else self._script.pop(0) if self._script else None
+            return len(self.requests) - 1, step
 
-    def _violation(self, index: int, api: Api | None, rule: Rule, message: str) -> Violation:
-        found = Violation(rule=rule, message=message, request=index, api=api)
-        with self._lock:
-            self.violations.append(found)
-        return found
-
-    def _answer(self, index: int, api: Api, request: RecordedRequest, step: Step | None) -> Reply:
-        """The reply for a request on an API route, or the error that says which rule it broke."""
+    def _answer(self, index: int, request: RecordedRequest, step: Step | None, method: str) -> Reply:
+        """The reply for a request, or the error that says which rule it broke."""
+        api = request.api
+        if api is None:
+            message = f"no route for {method} {request.path}; only POST to {', '.join(ROUTES)}"
+            return self._refused(index, None, "route", message, 404)
         if step is None:
             return self._refused(index, api, "script", "the loopback script has no more replies", 500)
         expected = expected_api(step)
@@ -157,38 +128,28 @@ class LoopbackServer:
             return self._refused(
                 index, api, "api", f"the script expected a {expected} request, this came on the {api} route", 400
             )
-        if self.validate:
-            broken = violation_of(request)
-            if broken is not None:
-                return self._refused(index, api, broken.rule, broken.message, 400)
-        reply = self._computed(index, api, step, request.body)
-        if reply.api is not None and reply.api != api:
-            return self._refused(index, api, "api", f"the script answered as {reply.api}, this came on the {api} route", 400)
-        return reply
-
-    def _computed(self, index: int, api: Api, step: Step, body: Any) -> Reply:
-        if isinstance(step, Reply):
-            return step
+        broken = violation_of(request) if self.validate else None
+        if broken is not None:
+            return self._refused(index, api, broken.rule, broken.message, 400)
         try:
-            return step(body)
+            reply = step if isinstance(step, Reply) else step(request.body)
         except Exception as error:
             # A failing model is a bug in the test: answer 500 and record it, so the test fails saying so.
             message = " ".join(f"the scripted model raised {type(error).__name__}: {error}".split())
             return self._refused(index, api, "script", message, 500)
+        if reply.api is not None and reply.api != api:
+            return self._refused(index, api, "api", f"the script answered as {reply.api}, this came on the {api} route", 400)
+        return reply
 
     def _refused(self, index: int, api: Api | None, rule: Rule, message: str, status: int) -> Reply:
-        self._violation(index, api, rule, message)
+        with self._lock:
+            self.violations.append(Violation(rule=rule, message=message, request=index, api=api))
         return Reply(status=status, body=error_body(api or "chat", status, f"loopback: {rule}: {message}"))
 
-    def _sending(self, index: int, reply: Reply, plan: WirePlan) -> SentReply:
-        sent = SentReply(request=index, status=reply.status, body=reply.sent_body, sizes=plan.sizes, framing=reply.chosen_framing)
+    def _sending(self, sent: SentReply) -> SentReply:
         with self._lock:
             self.sent.append(sent)
         return sent
-
-    def _hung_up(self, index: int) -> None:
-        with self._lock:
-            self.sent.append(SentReply(request=index, status=0, body=b"", sizes=[], framing="close", outcome="hung_up"))
 
     def _wait(self, seconds: float) -> bool:
         """Sleep, unless the server closes meanwhile; whether to go on."""
@@ -202,78 +163,60 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
         """Small pieces go out as they are written, not coalesced while an ACK is awaited."""
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
-            api = ROUTES.get(urlsplit(self.path).path)  # the target is absolute through a forward proxy
-            if api is None:
-                self._not_found()
-                return
-            raw = self._request_body()
-            if raw is None:
-                return
-            request = record(self.path, self.headers.items(), raw, api)
-            index, step = server._take(request)
-            self._reply(index, server._answer(index, api, request, step))
+            self._handle(ROUTES.get(urlsplit(self.path).path))  # the target is absolute through a forward proxy
 
         def _not_found(self) -> None:
-            raw = self._request_body()
-            if raw is None:
-                return
-            request = record(self.path, self.headers.items(), raw, None)
-            index = server._kept(request)
-            message = f"no route for {self.command} {request.path}; only POST to {', '.join(ROUTES)}"
-            self._reply(index, server._refused(index, None, "route", message, 404))
+            self._handle(None)
 
         do_GET = do_PUT = do_PATCH = do_DELETE = _not_found  # noqa: N815 - the stdlib's naming
 
-        def _request_body(self) -> bytes | None:
+        def _handle(self, api: Api | None) -> None:
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
                 self.send_error(400, "Content-Length is not a number")
-                return None
-            return self.rfile.read(length)
-
-        def _reply(self, index: int, reply: Reply) -> None:
+                return
+            request = record(self.path, self.headers.items(), self.rfile.read(length), api)
+            index, step = server._take(request)
+            reply = server._answer(index, request, step, self.command)
             if not server._wait(reply.delay):
                 self.close_connection = True
                 return
             if reply.hang_up:
-                server._hung_up(index)
+                server._sending(SentReply(request=index, status=0, body=b"", sizes=[], framing="close", outcome="hung_up"))
                 self.close_connection = True
                 return
             plan = wire_plan(reply)
-            sent = server._sending(index, reply, plan)
+            framing = reply.chosen_framing
+            sent = server._sending(SentReply(index, reply.status, reply.sent_body, plan.sizes, framing))
             try:
-                self._write(reply, plan, sent)
+                self._headers(reply, framing)
+                for write in plan.writes:
+                    if write.data:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(write.data), write.data) if framing == "chunked" else write.data)
+                        sent.written += len(write.data)
+                    if not server._wait(write.pause_after):
+                        sent.outcome = "aborted"
+                        self.close_connection = True
+                        return
+                if plan.broken_off:
+                    sent.outcome = "broken_off"
+                    self.close_connection = True
+                    return
+                if framing == "chunked":
+                    self.wfile.write(b"0\r\n\r\n")
+                sent.outcome = "complete"
             except OSError:
                 # The client went away (its timeout, a kill): normal here, and what a test may be checking.
                 sent.outcome = "client_gone"
                 self.close_connection = True
 
-        def _write(self, reply: Reply, plan: WirePlan, sent: SentReply) -> None:
-            self._headers(reply)
-            for write in plan.writes:
-                if write.data:
-                    self.wfile.write(_framed(write.data, sent.framing))
-                    sent.written += len(write.data)
-                if not server._wait(write.pause_after):
-                    sent.outcome = "aborted"
-                    self.close_connection = True
-                    return
-            if plan.broken_off:
-                sent.outcome = "broken_off"
-                self.close_connection = True
-                return
-            if sent.framing == "chunked":
-                self.wfile.write(b"0\r\n\r\n")
-            sent.outcome = "complete"
-
-        def _headers(self, reply: Reply) -> None:
+        def _headers(self, reply: Reply, framing: Framing) -> None:
             self.send_response(reply.status)
             if reply.content_type is not None:
                 self.send_header("Content-Type", reply.content_type)
             for name, value in reply.headers.items():
                 self.send_header(name, value)
-            framing = reply.chosen_framing
             if framing == "length":
                 self.send_header("Content-Length", str(len(reply.body)))
             elif framing == "chunked":
@@ -289,18 +232,8 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _framed(data: bytes, framing: Framing) -> bytes:
-    if framing != "chunked":
-        return data
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
 class _QuietServer(ThreadingHTTPServer):
-    """Clients that die mid-request (the crash tests kill them) are normal here, not errors to print.
-
-    Anything else that escapes a handler is a bug in the server or the test:
-    it is kept, one line each, in ``server.errors`` rather than printed.
-    """
+    """Clients that die mid-request (the crash tests kill them) are normal; anything else is kept in ``server.errors``."""
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], errors: list[str]) -> None:
         super().__init__(address, handler)

@@ -6,40 +6,34 @@ docs/loopback.md, "Scripted models".
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
 from tiny_agent.loopback.answers import Answer, Call, StreamShape, Tokens, call_id, event_stream, whole_body
-from tiny_agent.loopback.script import Pieces, Reply, ScriptedModel, streamed
+from tiny_agent.loopback.script import Pieces, Reply, streamed
 from tiny_agent.wire.registry import Api
 
 
-class ToolLoopModel(ScriptedModel):
-    """``turns`` turns of one tool call each (since the last user prompt), then ``final`` as text."""
+@dataclass(eq=False)
+class ToolLoopModel:
+    """``turns`` turns of one tool call each (since the last user prompt), then ``final`` as text.
 
-    def __init__(
-        self,
-        api: Api,
-        turns: int,
-        *,
-        tool: str = "read",
-        arguments: str = '{"path":"README.md"}',
-        final: str = "done",
-        stream: bool = False,
-        shape: StreamShape = StreamShape(),
-        delay: float = 0.0,
-    ) -> None:
-        self.api = api
-        self.turns = turns
-        self.tool = tool
-        self.arguments = arguments
-        self.final = final
-        self.stream = stream
-        self.shape = shape
-        self.delay = delay
-        self.replies = 0
-        """How many replies this model computed (in this process)."""
+    It declares its API, so the server refuses a request on another route before asking it.
+    """
 
-    def reply(self, body: Any) -> Reply:
+    api: Api
+    turns: int
+    _: KW_ONLY
+    tool: str = "read"
+    arguments: str = '{"path":"README.md"}'
+    final: str = "done"
+    stream: bool = False
+    shape: StreamShape = StreamShape()
+    delay: float = 0.0
+    replies: int = field(default=0, init=False)
+    """How many replies this model computed (in this process)."""
+
+    def __call__(self, body: Any) -> Reply:
         self.replies += 1
         done = call_turns_since_prompt(self.api, body)
         # The context grows each turn, and most of it was cached the turn before.

@@ -98,25 +98,8 @@ Model = Callable[[Any], Reply]
 """Computes a reply from the decoded JSON body of the request."""
 
 
-class ScriptedModel:
-    """A model that answers one API: the server checks the route before asking it (see :mod:`.models`)."""
-
-    api: Api
-
-    def reply(self, body: Any) -> Reply:
-        raise NotImplementedError
-
-    def __call__(self, body: Any) -> Reply:
-        return self.reply(body)
-
-
 Step = Reply | Model
 Script = Sequence[Step]
-
-
-def expected_api(step: Step) -> Api | None:
-    """The API a step says it is for, before any reply is computed."""
-    return step.api if isinstance(step, Reply | ScriptedModel) else None
 
 
 class Write(msgspec.Struct, frozen=True):

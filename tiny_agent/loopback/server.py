@@ -15,7 +15,8 @@ import msgspec
 
 from tiny_agent.loopback.answers import error_body
 from tiny_agent.loopback.capture import RecordedRequest, record
-from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, expected_api, wire_plan
+from tiny_agent.loopback.models import ToolLoopModel
+from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, wire_plan
 from tiny_agent.loopback.validation import Rule, Violation, violation_of
 from tiny_agent.wire.registry import Api
 
@@ -123,7 +124,7 @@ class LoopbackServer:
             return self._refused(index, None, "route", message, 404)
         if step is None:
             return self._refused(index, api, "script", "the loopback script has no more replies", 500)
-        expected = expected_api(step)
+        expected = step.api if isinstance(step, Reply | ToolLoopModel) else None
         if expected is not None and expected != api:
             return self._refused(
                 index, api, "api", f"the script expected a {expected} request, this came on the {api} route", 400

@@ -1,9 +1,6 @@
 """A resolved endpoint: the profile, base URL, model and key a session talks to, and its routing identity.
 
-The key is held privately: it is in no repr or str, and only
-:meth:`Endpoint.auth_header` hands it out, as the one header that carries it.
-
-Pure.  No I/O.
+docs/provider.md, "Keys go only where they belong" and "What the journal records".  Pure.
 """
 
 from __future__ import annotations
@@ -23,12 +20,10 @@ if TYPE_CHECKING:
 
 
 class Endpoint:
-    """Where requests go and with which key: the resolved profile, base URL, model and headers.
+    """Where requests go and with which key.
 
-    The key is held privately: it is in no repr or str, and only
-    :meth:`auth_header` hands it out, as the one header that carries it.
-    ``base_url`` is the safe form (no credentials, no secret query values);
-    :meth:`url` builds the URL to request, credentials and query included.
+    The key is in no repr or str, and cannot be pickled: only :meth:`auth_header` hands it out, as the one header
+    that carries it.  ``base_url`` is the safe form; :meth:`url` builds the URL to request, credentials included.
     """
 
     __slots__ = ("profile", "model", "key_source", "chosen_by", "_request_base", "_key", "_key_problem")
@@ -53,8 +48,6 @@ class Endpoint:
         self._request_base = base_url.rstrip("/")
         self._key = key
         self._key_problem = key_problem
-
-    # -- what the snapshot and the session header hold (no secrets) --
 
     @property
     def name(self) -> str:
@@ -95,8 +88,6 @@ class Endpoint:
         """Extra non-secret headers for every request (``anthropic-version``, ``X-Title``)."""
         return dict(self.profile.headers)
 
-    # -- what the HTTP client needs --
-
     def url(self, path: str) -> str:
         """``{base URL}/{path}``, keeping the base URL's query (Azure's ``api-version``) after the path."""
         parts = urlsplit(self._request_base)
@@ -118,9 +109,7 @@ class Endpoint:
         if self._key is None:
             return None
         style = self.profile.key_style
-        if style == "bearer":
-            return ("Authorization", f"Bearer {self._key}")
-        return (style, self._key)
+        return ("Authorization", f"Bearer {self._key}") if style == "bearer" else (style, self._key)
 
     def secrets(self) -> Secrets:
         """What must never be journaled or printed: the key, its header value, the base URL's credentials."""
@@ -128,11 +117,8 @@ class Endpoint:
 
     def request_headers(self) -> dict[str, str]:
         """The extra headers plus the key's header: everything profile-specific a request carries."""
-        headers = self.headers
         auth = self.auth_header()
-        if auth is not None:
-            headers[auth[0]] = auth[1]
-        return headers
+        return self.headers | ({auth[0]: auth[1]} if auth is not None else {})
 
     def __repr__(self) -> str:
         key = f"from {self.key_source}" if self._key is not None else "none"
@@ -141,11 +127,7 @@ class Endpoint:
     __str__ = __repr__
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Pickling would write the key wherever the pickle goes.
         raise TypeError("an Endpoint holds an API key and cannot be serialised")
-
-
-# -- routing identity ------------------------------------------------------------------
 
 
 class RoutingTarget(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -162,20 +144,11 @@ def routing_identity(profile_name: str, base_url: str, model: str) -> str:
 
 
 def parse_routing_identity(identity: str) -> RoutingTarget | None:
-    """Profile, base URL and model back from an identity this code wrote; None for anything else.
-
-    Identities written by older versions (``https://host/v1#model``) have no
-    profile and give None.
-    """
+    """Profile, base URL and model back from an identity this code wrote; None for anything else (older ones too)."""
     name, at, rest = identity.partition("@")
-    if not at or not PROFILE_NAME.fullmatch(name):
-        return None
     base_url, hash_sign, model = rest.partition("#")
-    if not hash_sign or not model:
+    if not at or not PROFILE_NAME.fullmatch(name) or not hash_sign or not model:
         return None
-    if base_url_problem(base_url) is not None:
-        return None
-    parts = urlsplit(base_url)
-    if "@" in parts.netloc:
+    if base_url_problem(base_url) is not None or "@" in urlsplit(base_url).netloc:
         return None
     return RoutingTarget(profile=name, base_url=base_url, model=model)

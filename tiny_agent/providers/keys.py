@@ -1,12 +1,7 @@
-"""Where a key may go, and what of a base URL may be shown: the rules that keep a key on its own host.
+"""Where a key may go, and what of a base URL may be shown (docs/provider.md, "Keys go only where they belong").
 
-- A profile's own key variable is sent only to that profile's own hosts, over https.
-- ``TINY_AGENT_API_KEY`` is the explicit key for whatever base URL is in use.
-- Loopback URLs need no key, and get none unless ``TINY_AGENT_API_KEY`` is set.
-- Credentials written into a base URL, and secret query values, are never shown or journaled: what is
-  secret is :func:`tiny_agent.journal.secrets.is_secret_parameter`, the redactor's own rule.
-
-Pure: the environment is a mapping passed in.  No I/O.
+What is secret in a URL is :func:`tiny_agent.journal.secrets.is_secret_parameter`, the redactor's own rule.
+Pure: the environment is a mapping passed in.
 """
 
 from __future__ import annotations
@@ -31,10 +26,10 @@ KEY_VARIABLE_SUFFIX: Final = "_API_KEY"
 REDACTED: Final = "redacted"
 """What a secret-looking query value is shown as in a safe base URL."""
 _ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "git", "socks5", "grpc"))
+"""Schemes a message may show: none of them can be a misplaced secret."""
 
 
 def check_base_url(url: str, origin: str) -> SplitResult:
-    """An http(s) URL with a host, no fragment, no whitespace; the error never echoes the URL."""
     problem = base_url_problem(url)
     if problem is not None:
         raise ConfigError(f"the base URL from {origin} {problem}")
@@ -49,10 +44,9 @@ def base_url_problem(url: str) -> str | None:
         parts = urlsplit(url)
     except ValueError:
         return "is not a well-formed URL (an unclosed [ in an IPv6 host?)"
+    if parts.scheme in _ECHOED_SCHEMES:
+        return f"has scheme {parts.scheme!r} (expected http or https)"
     if parts.scheme not in ("http", "https"):
-        # Echo only schemes that cannot be a misplaced secret.
-        if parts.scheme in _ECHOED_SCHEMES:
-            return f"has scheme {parts.scheme!r} (expected http or https)"
         return "is not an http(s) URL"
     if not parts.hostname:
         return "has no host"
@@ -66,59 +60,40 @@ def base_url_problem(url: str) -> str | None:
 
 
 def safe_base_url(url: str) -> str:
-    """The base URL without credentials or secret-looking query values: what may be shown and journaled.
-
-    Scheme and host are lower-cased and a trailing ``/`` dropped, so that the
-    same endpoint always reads the same.
-    """
+    """The base URL as shown and journaled: no credentials, secret query values redacted, scheme and host lower-cased."""
     parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    shown = ((name, REDACTED if is_secret_parameter(name, value) else value) for name, value in pairs)
+    query = "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in shown)
     netloc = parts.netloc.rpartition("@")[2].lower()
-    path = parts.path.rstrip("/")
-    query = _safe_query(parts.query)
-    return f"{parts.scheme.lower()}://{netloc}{path}" + (f"?{query}" if query else "")
-
-
-def _safe_query(query: str) -> str:
-    if not query:
-        return ""
-    pairs = parse_qsl(query, keep_blank_values=True)
-    shown = [(name, REDACTED if is_secret_parameter(name, value) else value) for name, value in pairs]
-    return "&".join(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in shown)
+    return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}" + (f"?{query}" if query else "")
 
 
 def is_loopback(host: str) -> bool:
     """``localhost``, 127.0.0.0/8 and ``::1``: this machine, where no key is needed."""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
 
 def may_receive_key(profile: Profile, scheme: str, host: str) -> bool:
-    """Whether ``profile``'s own key may be sent to ``scheme://host``."""
-    return any(_destination_matches(pattern, scheme, host) for pattern in profile.key_destinations)
-
-
-def _destination_matches(pattern: str, scheme: str, host: str) -> bool:
-    wanted_scheme, _, wanted_host = pattern.partition("://")
-    if scheme != wanted_scheme:
-        return False
-    if wanted_host.startswith("*."):
-        suffix = wanted_host[1:]
-        return host.endswith(suffix) and len(host) > len(suffix)
-    return host == wanted_host
-
-
-# -- keys ------------------------------------------------------------------------------
+    """Whether ``profile``'s own key may be sent to ``scheme://host`` (``*.`` in a destination: any subdomain)."""
+    for pattern in profile.key_destinations:
+        wanted_scheme, _, wanted_host = pattern.partition("://")
+        if wanted_host.startswith("*."):
+            matches = host.endswith(wanted_host[1:]) and host != wanted_host[1:]
+        else:
+            matches = host == wanted_host
+        if scheme == wanted_scheme and matches:
+            return True
+    return False
 
 
 class KeyChoice:
     """Which key goes to the endpoint: the value, its variable, or why there is none.
 
-    A plain class, not a Struct: it holds a key, so it must not be encodable
-    and its repr must not show the value.
+    A plain class, not a Struct: it holds a key, so it must not be encodable and its repr must not show the value.
     """
 
     __slots__ = ("value", "source", "problem")
@@ -145,11 +120,9 @@ def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> K
         return explicit
     if is_loopback(host):
         return KeyChoice()
-    own = _environment_key(environ, profile.key_variable) if profile.key_variable else None
+    own = _environment_key(environ, profile.key_variable)
     if profile.key_variable and may_receive_key(profile, scheme, host):
-        if own is None:
-            return KeyChoice(problem=f"no API key for {host}: set {profile.key_variable} (or {EXPLICIT_KEY_ENV})")
-        return own
+        return own or KeyChoice(problem=f"no API key for {host}: set {profile.key_variable} (or {EXPLICIT_KEY_ENV})")
     if own is not None and own.problem is None:
         where = ", ".join(profile.key_destinations)
         return KeyChoice(
@@ -163,9 +136,7 @@ def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> K
 
 def _environment_key(environ: Mapping[str, str], variable: str | None) -> KeyChoice | None:
     """The key in ``variable``, trimmed; None when unset or blank; a problem when no header can carry it."""
-    if variable is None:
-        return None
-    value = environ.get(variable, "").strip()
+    value = environ.get(variable, "").strip() if variable is not None else ""
     if not value:
         return None
     if not all(0x20 <= ord(character) < 0x7F for character in value):
@@ -181,6 +152,3 @@ def environment_secrets(environ: Mapping[str, str]) -> Secrets:
 
 def key_is_set(environ: Mapping[str, str], variable: str | None) -> bool:
     return variable is not None and bool(environ.get(variable, "").strip())
-
-
-# -- the endpoint --------------------------------------------------------------------

@@ -108,9 +108,11 @@ SPEC_MEMBERS: dict[str, set[str]] = {
         "routingIdentity",
         "outputOptionsDigest",
         "instructions",
+        "requestOptions",
     },
     "TOOL_DIGEST_KEYS": {"name", "definitionDigest"},
     "INSTRUCTION_KEYS": {"path", "digest"},
+    "REQUEST_OPTIONS_KEYS": {"maxTokens", "toolChoice", "stream"},
     "RAW_KEYS": {"status", "contentType", "body", "bodyBase64", "contentEncoding", "redactions", "incomplete"},
 }
 

@@ -13,7 +13,7 @@ import msgspec
 from msgspec import UNSET
 
 from tiny_agent.journal.canonical import canonical_digest, sha256_digest
-from tiny_agent.journal.state import ConfigurationSnapshot, InstructionDigest, ToolDigest
+from tiny_agent.journal.state import ConfigurationSnapshot, InstructionDigest, SentOptions, ToolDigest
 from tiny_agent.journal.tools import ToolDeclaration
 
 ADAPTER_IDENTITY: Final = "chat-completions:v1"
@@ -25,10 +25,12 @@ class Configuration(msgspec.Struct, frozen=True):
 
     ``adapter_identity`` names the wire API and the quirk adapters (with their
     versions), ``routing_identity`` the profile, base URL and model, and
-    ``output_options`` what shapes the answer (the token limit; the
-    compaction's summary prompt).  Whether a response is streamed is left
-    out: it changes how the bytes arrive, not what they say, so a crashed
-    streamed attempt can be retried without streaming.
+    ``output_options`` what shapes the answer (the token limit and tool
+    choice; the compaction's summary prompt).  ``request_options`` spells
+    out the options chosen (with ``stream``) for resume to reuse; they are
+    not digested: whether a response is streamed changes how the bytes
+    arrive, not what they say, so a crashed streamed attempt can be
+    retried without streaming.
 
     ``system_prompt`` is the user's (``--system``); the project
     instructions follow it in the prompt sent (:attr:`prompt`) and are
@@ -46,6 +48,7 @@ class Configuration(msgspec.Struct, frozen=True):
     """The project instruction files offered (:mod:`tiny_agent.agent.instructions`), in order."""
     instructions_section: str = ""
     """Their marked section of the system prompt."""
+    request_options: SentOptions | None = None
 
     @property
     def prompt(self) -> str:
@@ -61,11 +64,12 @@ class Configuration(msgspec.Struct, frozen=True):
             routingIdentity=self.routing_identity,
             outputOptionsDigest=canonical_digest(self.output_options),
             instructions=self.instructions or UNSET,
+            requestOptions=self.request_options or UNSET,
         )
 
     @property
     def digest(self) -> str:
-        return canonical_digest(self.snapshot())
+        return canonical_digest(self.snapshot().digested())
 
     def declaration(self, name: str) -> ToolDeclaration | None:
         return next((tool for tool in self.tools if tool.name == name), None)

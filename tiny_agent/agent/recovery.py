@@ -361,14 +361,14 @@ def _interrupted(started: ToolCallState) -> SyntheticResult:
 # -- words for people -----------------------------------------------------------
 
 _BLOCKED_WHY: Final = {
-    "configuration_changed": "the model, system prompt or tools differ from the ones the open step was started with",
+    "configuration_changed": "the configuration (model, system prompt, tools or request options) differs from the open step's",
     "environment_changed": "the pending tool ran in another environment (working directory) than this one",
     "replay_declaration_changed": "the pending tool was declared safe to replay, but today's declaration differs",
     "attempts_exhausted": "both allowed attempts of the open step were started and neither response is on record",
 }
 
 _BLOCKED_REMEDY: Final = {
-    "configuration_changed": "restore the configuration (model, --system, tools) or run `tiny-agent resume --abort`",
+    "configuration_changed": "restore the configuration (model, --system, tools, options) or run `tiny-agent resume --abort`",
     "environment_changed": "resume from the original working directory (or set TINY_AGENT_ENVIRONMENT_IDENTITY), or `--abort`",
     "replay_declaration_changed": "restore the tool's declaration, or run `tiny-agent resume --abort`",
     "attempts_exhausted": "run `tiny-agent resume --abort` to close the run",
@@ -388,7 +388,7 @@ def describe_block(reason: str, differences: Sequence[Difference] = ()) -> str:
     """
     if reason == "configuration_changed" and differences:
         changed = "; ".join(f"{item.field} {item.recorded} → now {item.current}" for item in differences)
-        flags = " ".join(dict.fromkeys(item.restore for item in differences if item.restore))
+        flags = ", ".join(dict.fromkeys(item.restore for item in differences if item.restore))
         restore = f"restore it with {flags}" if flags else "restore it"
         started = "the open step was started with another configuration"
         return f"{reason}: {started}: {changed}; {restore}, or run `tiny-agent resume --abort`"
@@ -420,11 +420,27 @@ def configuration_differences(recorded: ConfigurationSnapshot, current: Configur
     found.extend(_tool_differences(recorded, current))
     found.extend(_instruction_differences(recorded, current))
     if recorded.outputOptionsDigest != current.outputOptionsDigest:
-        found.append(
-            Difference("output options", _short_digest(recorded.outputOptionsDigest), _short_digest(current.outputOptionsDigest),
-                       "the same --max-tokens")
-        )
+        found.extend(_option_differences(recorded, current))
     return found
+
+
+def _option_differences(recorded: ConfigurationSnapshot, current: ConfigurationSnapshot) -> list[Difference]:
+    """The request options that differ, by name, when both snapshots spell them out (v3 ``requestOptions``)."""
+    old, new = recorded.requestOptions, current.requestOptions
+    found = []
+    if old is not UNSET and new is not UNSET:
+        for field, flag, before, after in (
+            ("max tokens", "--max-tokens", old.maxTokens, new.maxTokens),
+            ("tool choice", "--tool-choice", old.toolChoice, new.toolChoice),
+        ):
+            if before != after:
+                old_value, new_value = ("not set" if value is UNSET else str(value) for value in (before, after))
+                restore = f"without {flag}" if before is UNSET else f"{flag} {before}"
+                found.append(Difference(field, old_value, new_value, restore))
+    return found or [
+        Difference("output options", _short_digest(recorded.outputOptionsDigest), _short_digest(current.outputOptionsDigest),
+                   "the same --max-tokens and --tool-choice")
+    ]
 
 
 def _routing_differences(recorded: str, current: str) -> list[Difference]:

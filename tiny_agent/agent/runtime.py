@@ -14,18 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
+from msgspec import UNSET
 
 from tiny_agent.agent import compaction
 from tiny_agent.agent.configuration import Configuration
 from tiny_agent.agent.instructions import Instructions
 from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
+from tiny_agent.errors import UsageError
 from tiny_agent.journal.facts import Fact
 from tiny_agent.journal.secrets import remember
-from tiny_agent.journal.state import CompactionOperation, SessionState
+from tiny_agent.journal.state import CompactionOperation, SentOptions, SessionState
+from tiny_agent.journal.transcript import Message, ToolMessage, UserMessage
 from tiny_agent.providers.http import Limits, Provider
-from tiny_agent.wire.registry import API, Api
-from tiny_agent.wire.request import RequestOptions, WireRequest
+from tiny_agent.wire.chat.adapters import EMPTY_CONTENT
+from tiny_agent.wire.registry import API, Api, parse_adapter_identity
+from tiny_agent.wire.request import TOOL_CHOICES, RequestOptions, WireRequest
 
 if TYPE_CHECKING:
     from tiny_agent.agent.tools.mcp.hub import McpApprover, McpTools
@@ -49,6 +53,8 @@ class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stream_usage: bool = True
     """Chat Completions: ask for usage in the stream (``stream_options.include_usage``)."""
     max_tokens: int | None = None
+    tool_choice: str | None = None
+    """``--tool-choice``: auto, none, required or a tool's name (a forced call is asked for until the run has one)."""
     max_attempts: int = 3
     """Attempts per model step, transport retries included."""
     retry_wait: float = 1.0
@@ -157,8 +163,13 @@ class Runtime:
     def request(self, state: SessionState) -> WireRequest:
         """The request for the open step, in this runtime's wire API."""
         configuration = self.configuration_for(state)
+        policy = self.policy
         options = RequestOptions(
-            max_tokens=self.policy.max_tokens, stream=self.policy.stream, stream_usage=self.policy.stream_usage
+            max_tokens=policy.max_tokens,
+            stream=policy.stream,
+            stream_usage=policy.stream_usage,
+            tool_choice=_tool_choice(policy.tool_choice, state.activeContext),
+            empty_content=EMPTY_CONTENT in parse_adapter_identity(configuration.adapter_identity).adapters,
         )
         build = API[self.api].request
         if isinstance(state.operation, CompactionOperation):
@@ -187,6 +198,18 @@ class Runtime:
         if self._provider is not None:
             self._provider.close()
             self._provider = None
+
+
+def _tool_choice(choice: str | None, context: Sequence[Message]) -> str | None:
+    """A forced choice (required, or a tool's name) until the run's first tool result; then auto, so a run can end."""
+    if choice in (None, "auto", "none"):
+        return choice
+    for message in reversed(context):
+        if isinstance(message, UserMessage):
+            return choice
+        if isinstance(message, ToolMessage):
+            return "auto"
+    return choice
 
 
 def build_runtime(
@@ -223,7 +246,16 @@ def build_runtime(
         readable=instructions.readable,
         more=mcp,
     )
-    output_options: dict[str, object] = {} if policy.max_tokens is None else {"maxTokens": policy.max_tokens}
+    names = [tool.name for tool in toolbox.declarations()]
+    if policy.tool_choice not in (None, *TOOL_CHOICES, *names):
+        offered = ", ".join(names) or "none"
+        raise UsageError(f"--tool-choice is auto, none, required or an offered tool ({offered}), not {policy.tool_choice!r}")
+    chosen = SentOptions(
+        maxTokens=UNSET if policy.max_tokens is None else policy.max_tokens,
+        toolChoice=UNSET if policy.tool_choice is None else policy.tool_choice,
+        stream=policy.stream,
+    )
+    output_options = {name: value for name, value in msgspec.to_builtins(chosen).items() if name != "stream"}
     configuration = Configuration(
         model=endpoint.model,
         system_prompt=system_prompt,
@@ -234,6 +266,7 @@ def build_runtime(
         output_options=output_options,
         instructions=instructions.offered,
         instructions_section=instructions.section,
+        request_options=chosen,
     )
 
     def connect() -> Provider:

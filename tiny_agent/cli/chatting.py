@@ -121,7 +121,7 @@ class _Chat:
             return
         options = msgspec.structs.replace(self.options, model=rest)
         endpoint = endpoint_for(options, recorded_target(self.writer.state), require_key=True)
-        runtime = runtime_for(options, endpoint, self.display)
+        runtime = runtime_for(options, endpoint, self.display, state=self.writer.state)
         runtime.toolbox.approve = self.runtime.toolbox.approve  # "always for this session" outlives a change of model
         self.runtime.close()
         self.options, self.endpoint, self.runtime = options, endpoint, runtime

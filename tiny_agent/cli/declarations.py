@@ -114,6 +114,10 @@ class Drive(msgspec.Struct, frozen=True):
         bool | None, Opt("--stream/--no-stream", "Stream the answer (default: where the provider supports it).")
     ] = None
     max_tokens: Annotated[int | None, Opt("--max-tokens N", "Cap the tokens of each answer.", minimum=1)] = None
+    tool_choice: Annotated[
+        str | None,
+        Opt("--tool-choice auto|none|required|NAME", "Whether the model must call a tool, or which (until a run has a call)."),
+    ] = None
     retries: Annotated[
         int,
         Opt(
@@ -240,6 +244,7 @@ class Compact(Command):
                 "mcp",
                 "allow_mcp",
                 "max_tokens",
+                "tool_choice",
                 "max_steps",
                 "context_window",
                 "compact_at",

@@ -16,6 +16,7 @@ from tiny_agent.cli.settings import (
     endpoint_for,
     limits_for,
     policy_for,
+    recorded_options,
     recorded_target,
     system_prompt,
 )
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from tiny_agent.agent.live import TerminalDisplay
     from tiny_agent.agent.loop import Driver, DriveResult, Runtime
     from tiny_agent.cli.declarations import Compact, Demo, Resume, Run
+    from tiny_agent.journal.state import SessionState
     from tiny_agent.providers.endpoint import Endpoint
     from tiny_agent.stores.base import Store
     from tiny_agent.stores.journal import JournalWriter
@@ -131,11 +133,18 @@ def _read_prompt(prompt: str) -> str:
     return prompt
 
 
-def runtime_for(options: Drive, endpoint: Endpoint, display: TerminalDisplay | None, keep: int | None = None) -> Runtime:
+def runtime_for(
+    options: Drive,
+    endpoint: Endpoint,
+    display: TerminalDisplay | None,
+    keep: int | None = None,
+    state: SessionState | None = None,
+) -> Runtime:
     """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected.
 
     The project instructions are loaded for a run (``keep`` is None), not for
-    a compaction, whose request carries none.
+    a compaction, whose request carries none.  The request options the
+    session (``state``) recorded are reused unless a flag says otherwise.
     """
     from tiny_agent.agent.instructions import Instructions, load_instructions, user_skills_folder
     from tiny_agent.agent.loop import build_runtime
@@ -160,7 +169,7 @@ def runtime_for(options: Drive, endpoint: Endpoint, display: TerminalDisplay | N
         allow_write=options.allow_write,
         approve=None if options.allow_write else terminal_approver(),
         protected=[sessions_dir(None)],
-        policy=policy_for(options, endpoint),
+        policy=policy_for(options, endpoint, recorded_options(state)),
         compacting=compacting_for(options, endpoint, keep),
         limits=limits_for(options),
         display=display,
@@ -209,7 +218,7 @@ def start(options: Drive, where: Where, session: str | None, continue_: bool, ke
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
-        runtime = runtime_for(options, endpoint, display, keep)
+        runtime = runtime_for(options, endpoint, display, keep, writer.state if writer else None)
     except BaseException:
         if writer is not None:
             writer.close(seal=False)
@@ -286,7 +295,7 @@ def resume(args: Resume) -> None:
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state), require_key=False)
         display = _display()
-        runtime = runtime_for(options, endpoint, display)
+        runtime = runtime_for(options, endpoint, display, state=writer.state)
     except TinyAgentError:
         writer.close(seal=False)
         raise
@@ -386,16 +395,18 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
             raise UsageError(f"--current-config {current_config}: {error}") from None
     else:
         endpoint = endpoint_for(options, recorded_target(state), require_key=False)
-        runtime = runtime_for(options, endpoint, None)
+        runtime = runtime_for(options, endpoint, None, state=state)
         configuration = runtime.configuration_for(state)
         current = runtime.current(state)
     plan = plan_recovery(state, current)
+    why = None
+    if isinstance(plan, Blocked):
+        why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)
     if as_json:
         print_json(plan)
     else:
-        sys.stdout.write(f"next: {explain(plan, state)}\n")
-    if isinstance(plan, Blocked):
-        why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)
+        sys.stdout.write(f"next: {explain(plan, state) if why is None else f'blocked, {why}'}\n")
+    if why is not None:
         raise BlockedError(why)
     if isinstance(plan, StartStep) and state.version < 3:
         raise BlockedError(cannot_record_responses(path))

@@ -17,7 +17,7 @@ from tiny_agent.errors import UsageError, os_error
 if TYPE_CHECKING:
     from tiny_agent.agent.loop import Policy
     from tiny_agent.agent.runtime import CompactionPolicy
-    from tiny_agent.journal.state import SessionState
+    from tiny_agent.journal.state import SentOptions, SessionState
     from tiny_agent.providers.endpoint import Endpoint, RoutingTarget
     from tiny_agent.providers.http import Limits
     from tiny_agent.stores.journal import Durability
@@ -38,15 +38,22 @@ def endpoint_for(options: Drive, recorded: RoutingTarget | None, *, require_key:
     return select_endpoint(requested, os.environ, load_user_config(os.environ), recorded=recorded, require_key=require_key)
 
 
-def policy_for(options: Drive, endpoint: Endpoint) -> Policy:
+def policy_for(options: Drive, endpoint: Endpoint, recorded: SentOptions | None = None) -> Policy:
+    """The flags, else the request options the session recorded (resume, ``--session``, ``--continue``), else the profile's."""
+    from msgspec import UNSET
+
     from tiny_agent.agent.loop import Policy
+    from tiny_agent.journal.state import SentOptions
 
     profile = endpoint.profile
-    stream = profile.streaming if options.stream is None else options.stream
+    before = recorded or SentOptions(stream=profile.streaming)
+    max_tokens = profile.max_tokens if before.maxTokens is UNSET else before.maxTokens
+    tool_choice = None if before.toolChoice is UNSET else before.toolChoice
     return Policy(
-        stream=stream,
+        stream=before.stream if options.stream is None else options.stream,
         stream_usage=profile.stream_usage,
-        max_tokens=options.max_tokens if options.max_tokens is not None else profile.max_tokens,
+        max_tokens=max_tokens if options.max_tokens is None else options.max_tokens,
+        tool_choice=tool_choice if options.tool_choice is None else options.tool_choice,
         max_attempts=options.retries + 1,
         retry_wait=options.retry_wait,
         max_steps=options.max_steps,
@@ -133,6 +140,14 @@ def system_prompt(value: str | None) -> str:
         raise UsageError(f"--system {value}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     except OSError as error:
         raise os_error(error, f"--system {value}") from None
+
+
+def recorded_options(state: SessionState | None) -> SentOptions | None:
+    """The request options the session's newest attempt was sent with (None before any, or before they were recorded)."""
+    from msgspec import UNSET
+
+    snapshot = state.lastSnapshot if state is not None else None
+    return None if snapshot is None or snapshot.requestOptions is UNSET else snapshot.requestOptions
 
 
 def recorded_target(state: SessionState) -> RoutingTarget | None:

@@ -25,7 +25,14 @@ from tiny_agent.errors import ErrorCode
 from tiny_agent.journal import facts
 from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
 from tiny_agent.journal.links import Origin, Parent
-from tiny_agent.journal.state import ConfigurationSnapshot, InstructionDigest, ReplayPolicy, StepKind, ToolDigest
+from tiny_agent.journal.state import (
+    ConfigurationSnapshot,
+    InstructionDigest,
+    ReplayPolicy,
+    SentOptions,
+    StepKind,
+    ToolDigest,
+)
 from tiny_agent.journal.transcript import (
     AssistantMessage,
     FunctionCall,
@@ -90,10 +97,11 @@ OPERATION_FINISHED_KEYS: Final = member_names(facts.OperationFinished)
 ERROR_KEYS: Final = member_names(facts.ErrorInfo)
 USAGE_KEYS: Final = member_names(Usage)
 V3_SNAPSHOT_KEYS: Final = member_names(ConfigurationSnapshot)
-SNAPSHOT_KEYS: Final = V3_SNAPSHOT_KEYS - {"instructions"}
-"""The v2 snapshot's members, exactly (session-v2 §13.1); v3 adds the optional ``instructions``."""
+SNAPSHOT_KEYS: Final = V3_SNAPSHOT_KEYS - {"instructions", "requestOptions"}
+"""The v2 snapshot's members, exactly (session-v2 §13.1); v3 adds the optional ``instructions`` and ``requestOptions``."""
 TOOL_DIGEST_KEYS: Final = member_names(ToolDigest)
 INSTRUCTION_KEYS: Final = member_names(InstructionDigest)
+REQUEST_OPTIONS_KEYS: Final = member_names(SentOptions)
 RAW_KEYS: Final = member_names(facts.RawResponse)
 
 USAGE_COUNTERS: Final[tuple[str, ...]] = tuple(field.encode_name for field in msgspec.structs.fields(Usage))

@@ -39,6 +39,7 @@ from tiny_agent.journal.state import (
     InstructionDigest,
     LatestAttempt,
     RunOperation,
+    SentOptions,
     StepFailure,
     StepKind,
     ToolDigest,
@@ -228,8 +229,24 @@ def new_configuration(snapshot: dict[str, Any], keys: frozenset[str] = contract.
         routingIdentity=snapshot["routingIdentity"],
         outputOptionsDigest=snapshot["outputOptionsDigest"],
         instructions=instructions,
+        requestOptions=_request_options(snapshot["requestOptions"]) if "requestOptions" in snapshot else UNSET,
     )
-    return Configuration(source=snapshot, snapshot=normalized, digest=sha256_digest(canonical_json(normalized)), tool_names=names)
+    digest = sha256_digest(canonical_json(normalized.digested()))
+    return Configuration(source=snapshot, snapshot=normalized, digest=digest, tool_names=names)
+
+
+def _request_options(value: object) -> SentOptions:
+    """The v3 ``requestOptions`` object: ``maxTokens`` a positive safe integer, ``toolChoice`` text, ``stream`` a boolean."""
+    what = "configurationSnapshot.requestOptions"
+    options = require_object(value, what)
+    require_keys(options, contract.REQUEST_OPTIONS_KEYS, what)
+    if "maxTokens" in options and not is_safe_int(options["maxTokens"], 1):
+        fail(INVALID_FACT, f"{what}.maxTokens is not a positive integer: {show(options['maxTokens'])}")
+    if "toolChoice" in options:
+        require_text(options["toolChoice"], f"{what}.toolChoice")
+    if type(options.get("stream", False)) is not bool:
+        fail(INVALID_FACT, f"{what}.stream is not a boolean: {show(options['stream'])}")
+    return SentOptions(**options)
 
 
 def _digests(snapshot: dict[str, Any], member: str, label: str) -> list[tuple[str, str]]:

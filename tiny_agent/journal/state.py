@@ -47,6 +47,18 @@ class InstructionDigest(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     digest: str
 
 
+class SentOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """v3: the request options a step was sent with, as chosen (docs/journal.md): what resume reuses.
+
+    Outside the configuration digest: ``maxTokens`` and ``toolChoice`` are in ``outputOptionsDigest``
+    already (a run's), and ``stream`` changes how an answer arrives, not what it says.
+    """
+
+    maxTokens: int | UnsetType = UNSET
+    toolChoice: str | UnsetType = UNSET
+    stream: bool = False
+
+
 class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """What a model request depends on, minus secrets, paths and clocks (session-v2 §13.1)."""
 
@@ -58,6 +70,12 @@ class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=T
     outputOptionsDigest: str
     instructions: list[InstructionDigest] | UnsetType = UNSET
     """v3: the project instructions and skills offered, in the order offered (absent when there are none)."""
+    requestOptions: SentOptions | UnsetType = UNSET
+    """v3: the request options, spelled out (not digested: :meth:`digested` leaves them out)."""
+
+    def digested(self) -> ConfigurationSnapshot:
+        """What the configuration digest covers (session-v2 §13.2; v3 adds ``instructions``)."""
+        return self if self.requestOptions is UNSET else msgspec.structs.replace(self, requestOptions=UNSET)
 
 
 class LatestAttempt(msgspec.Struct):

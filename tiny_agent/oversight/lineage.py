@@ -433,18 +433,20 @@ class V2Export:
         return fact if record is None else self._attempt(fact, record)
 
     def _attempt(self, fact: Members, record: Members) -> Members | None:
+        """Attempts kept as v2 has them, their snapshots without the v3 ``requestOptions`` (never digested)."""
         attempt = _number(record["attempt"])
-        if attempt == 1:
-            return fact
         step = self._steps[_text(record["stepId"])]
-        if attempt < step.last:
+        if 1 < attempt < step.last:
             self._moved_to[_text(record["attemptId"])] = step.first
             self.omitted.attempts_dropped += 1
             return None
-        if attempt == 2:
+        if attempt > 2:
+            self.omitted.steps_folded += 1
+            record["attempt"] = _raw_int(2)
+        snapshot = _members(record["configurationSnapshot"])
+        if snapshot.pop("requestOptions", None) is None and attempt <= 2:
             return fact
-        self.omitted.steps_folded += 1
-        record["attempt"] = _raw_int(2)
+        record["configurationSnapshot"] = msgspec.Raw(_encode(snapshot))
         return {**fact, "record": msgspec.Raw(_encode(record))}
 
     def _usage(self, fact: Members) -> Members:

@@ -170,6 +170,8 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
     _local("vllm", "http://127.0.0.1:8000/v1", adapters=("empty-tool-calls-is-none",), stream_usage=True),
     # llama.cpp's server puts usage in its last chunk unasked and ignores stream_options.
     _local("llamacpp", "http://127.0.0.1:8080/v1", adapters=("object-arguments-to-json",), stream_usage=False),
+    # llama-cpp-python's server: a null assistant content is an HTTP 500; stream usage is never sent.
+    _local("llama-cpp-python", "http://127.0.0.1:8000/v1", adapters=("null-content-as-empty",), stream_usage=False),
     _local("lmstudio", "http://127.0.0.1:1234/v1", stream_usage=False),
     Profile(
         name="custom",

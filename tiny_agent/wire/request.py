@@ -21,12 +21,24 @@ Messages = Sequence[Message]
 Tools = Sequence[ToolSpec]
 
 
+TOOL_CHOICES: Final = ("auto", "none", "required")
+"""``--tool-choice``'s words; anything else names the one tool the model must call."""
+
+
 class RequestOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_tokens: int | None = None
     """The cap on generated tokens; None leaves it to the API (Anthropic, which requires one, gets a default)."""
     stream: bool = False
     stream_usage: bool = True
     """Chat Completions only: ask for the usage chunk when streaming (Anthropic and Responses always send usage)."""
+    tool_choice: str | None = None
+    """One of :data:`TOOL_CHOICES` or a tool's name, sent (in the API's shape) with tools only; None sends none."""
+    empty_content: bool = False
+    """Chat Completions only: an assistant message's null content is sent as ``""`` (``null-content-as-empty``)."""
+
+    def choice(self, tools: Tools) -> str | None:
+        """The tool choice to send with these tools (a word of :data:`TOOL_CHOICES`, or a name); None without tools."""
+        return self.tool_choice if tools else None
 
 
 PLAIN: Final = RequestOptions()

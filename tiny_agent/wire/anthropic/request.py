@@ -59,6 +59,16 @@ class AnthropicTool(msgspec.Struct, frozen=True):
     input_schema: dict[str, Any]
 
 
+class ToolChoice(msgspec.Struct, frozen=True):
+    """``{"type": "auto" | "any" | "none"}``, or ``{"type": "tool", "name": N}`` for one tool."""
+
+    type: str
+    name: str | UnsetType = UNSET
+
+
+_CHOICE_TYPES: Final = {"auto": ("auto",), "none": ("none",), "required": ("any",)}
+
+
 class MessagesBody(msgspec.Struct, frozen=True, kw_only=True):
     """The request body; members encode in this order and unset ones are left out."""
 
@@ -67,17 +77,20 @@ class MessagesBody(msgspec.Struct, frozen=True, kw_only=True):
     system: str | UnsetType = UNSET
     messages: list[Turn]
     tools: list[AnthropicTool] | UnsetType = UNSET
+    tool_choice: ToolChoice | UnsetType = UNSET
     stream: Literal[True] | UnsetType = UNSET
 
 
 def anthropic_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
     """The ``POST /messages`` request for this context (``messages``: the active context of a valid transcript)."""
+    choice = options.choice(tools)
     body = MessagesBody(
         model=model,
         max_tokens=DEFAULT_MAX_TOKENS if options.max_tokens is None else options.max_tokens,
         system=system if system else UNSET,
         messages=turns(messages),
         tools=[AnthropicTool(spec.name, spec.description, spec.parameters) for spec in tools] if tools else UNSET,
+        tool_choice=UNSET if choice is None else ToolChoice(*_CHOICE_TYPES.get(choice, ("tool", choice))),
         stream=True if options.stream else UNSET,
     )
     headers = {"anthropic-version": API_VERSION}

@@ -1,4 +1,4 @@
-"""Quirk adapters: small, named, versioned rewrites of a Chat Completions body before the seam.
+"""Quirk adapters: small, named, versioned rewrites of a Chat Completions body before the seam (one of a request).
 
 Some providers send bodies that are almost, but not quite, the Chat Completions shape (docs/provider.md
 lists which).  The seam rightly rejects them and stays unchanged: a profile names the adapters its
@@ -137,6 +137,15 @@ def _missing_role_is_assistant(message: dict[str, Any], where: str, ref: str) ->
     if "role" in message:
         return message, []
     return {"role": "assistant", **message}, [Change(ref, f"{where}.role", "added", 'no role member; added role: "assistant"')]
+
+
+@_adapter("null-content-as-empty", 1, 'requests only: an assistant message\'s null content is sent as "" (llama-cpp-python)')
+def _null_content_as_empty(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    """Answers pass as they are: the request builder reads this adapter (RequestOptions.empty_content)."""
+    return message, []
+
+
+EMPTY_CONTENT: Final = ADAPTERS[-1].reference
 
 
 def _rewrite_calls(message: dict[str, Any], where: str, ref: str, rewrite: CallRewriter) -> tuple[dict[str, Any], list[Change]]:

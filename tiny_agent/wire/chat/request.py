@@ -3,7 +3,7 @@
 The canonical messages already are Chat Completions messages (the transcript
 mirrors this wire format), so the body is the transcript itself behind the
 system prompt: ``{"model", "messages", "tools"}``, byte for byte what the
-agent has always sent, plus ``max_tokens`` and the stream flags when asked.
+agent has always sent, plus ``tool_choice``, ``max_tokens`` and the stream flags when asked.
 Responses are normalized by :mod:`tiny_agent.wire.chat.seam`.
 
 Pure: no I/O.
@@ -17,14 +17,24 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tiny_agent.journal.transcript import ChatMessage, Message, SystemMessage
-from tiny_agent.wire.request import PLAIN, Messages, RequestOptions, Tools, WireRequest
+from tiny_agent.journal.transcript import AssistantMessage, ChatMessage, Message, SystemMessage
+from tiny_agent.wire.request import PLAIN, TOOL_CHOICES, Messages, RequestOptions, Tools, WireRequest
 
 PATH: Final = "/chat/completions"
 
 
 class StreamOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     include_usage: bool
+
+
+class NamedFunction(msgspec.Struct, frozen=True):
+    name: str
+
+
+class FunctionChoice(msgspec.Struct, frozen=True, tag_field="type", tag="function"):
+    """``tool_choice`` naming the one function to call: ``{"type": "function", "function": {"name": N}}``."""
+
+    function: NamedFunction
 
 
 class ChatBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -34,6 +44,7 @@ class ChatBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] | UnsetType = UNSET
     """Each entry is :meth:`ToolSpec.to_wire`, the one definition of a Chat Completions tool."""
+    tool_choice: str | FunctionChoice | UnsetType = UNSET
     max_tokens: int | UnsetType = UNSET
     stream: Literal[True] | UnsetType = UNSET
     stream_options: StreamOptions | UnsetType = UNSET
@@ -41,15 +52,26 @@ class ChatBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 def chat_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
     """The ``POST /chat/completions`` request for this context (the system prompt goes first when non-empty)."""
+    choice = options.choice(tools)
     body = ChatBody(
         model=model,
-        messages=_with_system(system, messages),
+        messages=_with_system(system, _empty_content(messages) if options.empty_content else messages),
         tools=[spec.to_wire() for spec in tools] if tools else UNSET,
+        tool_choice=UNSET if choice is None else choice if choice in TOOL_CHOICES else FunctionChoice(NamedFunction(choice)),
         max_tokens=UNSET if options.max_tokens is None else options.max_tokens,
         stream=True if options.stream else UNSET,
         stream_options=StreamOptions(include_usage=True) if options.stream and options.stream_usage else UNSET,
     )
     return WireRequest(path=PATH, body=msgspec.json.encode(body), stream=options.stream)
+
+
+def _empty_content(messages: Sequence[Message]) -> list[Message]:
+    """An assistant message's null content as ``""`` (llama-cpp-python answers null with HTTP 500)."""
+    return [
+        msgspec.structs.replace(message, content="") if isinstance(message, AssistantMessage) and message.content is None
+        else message
+        for message in messages
+    ]
 
 
 def _with_system(system: str, messages: Sequence[Message]) -> list[ChatMessage]:

@@ -18,7 +18,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, UserMessage
-from tiny_agent.wire.request import PLAIN, Messages, RequestOptions, Tools, WireRequest
+from tiny_agent.wire.request import PLAIN, TOOL_CHOICES, Messages, RequestOptions, Tools, WireRequest
 
 PATH: Final = "/responses"
 
@@ -56,6 +56,12 @@ class FunctionTool(msgspec.Struct, frozen=True, tag_field="type", tag="function"
     parameters: dict[str, Any]
 
 
+class FunctionChoice(msgspec.Struct, frozen=True, tag_field="type", tag="function"):
+    """``tool_choice`` naming the one function to call: ``{"type": "function", "name": N}``."""
+
+    name: str
+
+
 class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
     """The request body; members encode in this order and unset ones are left out."""
 
@@ -63,6 +69,7 @@ class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
     instructions: str | UnsetType = UNSET
     input: list[InputItem]
     tools: list[FunctionTool] | UnsetType = UNSET
+    tool_choice: str | FunctionChoice | UnsetType = UNSET
     max_output_tokens: int | UnsetType = UNSET
     store: Literal[False] = False
     """Always sent: the provider keeps nothing, and no request refers to anything it kept."""
@@ -71,11 +78,13 @@ class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
 
 def responses_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
     """The ``POST /responses`` request for this context, stateless."""
+    choice = options.choice(tools)
     body = ResponsesBody(
         model=model,
         instructions=system if system else UNSET,
         input=input_items(messages),
         tools=[FunctionTool(spec.name, spec.description, spec.parameters) for spec in tools] if tools else UNSET,
+        tool_choice=UNSET if choice is None else choice if choice in TOOL_CHOICES else FunctionChoice(choice),
         max_output_tokens=UNSET if options.max_tokens is None else options.max_tokens,
         stream=True if options.stream else UNSET,
     )

@@ -64,7 +64,7 @@ def answer(text: str, **extra: Any) -> Reply:
     )
 
 
-def calls(*calls: tuple[str, str], finish: str = "tool_calls", ids: list[str] | None = None) -> Reply:
+def calls(*calls: tuple[str, str], finish: str = "tool_calls", ids: list[str] | None = None, **extra: Any) -> Reply:
     tool_calls = [
         {
             "index": index,
@@ -75,7 +75,7 @@ def calls(*calls: tuple[str, str], finish: str = "tool_calls", ids: list[str] | 
         for index, (name, arguments) in enumerate(calls)
     ]
     message = {"role": "assistant", "content": None, "refusal": None, "reasoning": "let me look", "tool_calls": tool_calls}
-    return Reply(body=body(message, finish=finish))
+    return Reply(body=body(message, finish=finish, **extra))
 
 
 def read(path: str = "README.md") -> Reply:

@@ -23,6 +23,8 @@ from tiny_agent.journal.transcript import UserMessage
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.oversight.verify import verify
 from tiny_agent.stores.journal import read_journal
+from tiny_agent.view.model import build_view
+from tiny_agent.view.session_page import session_page
 
 
 @pytest.fixture()
@@ -37,7 +39,7 @@ def only_session(workspace: Path) -> Path:
 
 def is_summary_request(body: Any) -> bool:
     messages = body.get("messages") or []
-    return bool(messages) and messages[-1].get("content") == compaction.SUMMARY_INSTRUCTION
+    return bool(messages) and str(messages[-1].get("content")).startswith(compaction.SUMMARY_INSTRUCTION)
 
 
 class LongTaskModel:
@@ -52,13 +54,20 @@ class LongTaskModel:
         self.summaries = 0
 
     def __call__(self, body: Any) -> Reply:
+        usage = counted(body)
         if is_summary_request(body):
             self.summaries += 1
-            return replies.answer(f"Summary {self.summaries}: the agent has read README.md {self.tool_turns} times so far.")
+            text = f"Summary {self.summaries}: the agent has read README.md {self.tool_turns} times so far."
+            return replies.answer(text, usage=usage)
         if self.tool_turns >= self.turns:
-            return replies.answer("Finished: the README says what the project does.")
+            return replies.answer("Finished: the README says what the project does.", usage=usage)
         self.tool_turns += 1
-        return replies.calls(("read", json.dumps({"path": "README.md"})), ids=[f"call_{self.tool_turns}"])
+        return replies.calls(("read", json.dumps({"path": "README.md"})), ids=[f"call_{self.tool_turns}"], usage=usage)
+
+
+def counted(body: Any) -> dict[str, int]:
+    """Usage as a provider would count the request: a token every four bytes of its JSON."""
+    return {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": 10}
 
 
 def run(capsys, server: LoopbackServer, *flags: str, prompt: str = "Read the README many times.") -> tuple[int, str, str]:
@@ -72,7 +81,7 @@ def test_the_compact_command_summarises_and_keeps_the_newest_messages(capsys, wo
         assert run(capsys, server, prompt="first")[0] == 0
         assert run(capsys, server, "--continue", prompt="second")[0] == 0
         path = only_session(workspace)
-        code, _, err = call(capsys, "compact", str(path), "--keep", "2", "--base-url", server.base_url, "--model", "m", "--no-stream")
+        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", "--base-url", server.base_url, "--model", "m", "--no-stream")
     assert code == 0, err
     assert "compacted" in err
     summary_request = server.requests[-1].body
@@ -165,7 +174,7 @@ def test_a_crash_at_any_point_of_a_compaction_is_recovered(workspace: Path, poin
                                   cwd=workspace, env=env, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
         path = only_session(workspace)
-        killed = subprocess.run([sys.executable, "-m", "tiny_agent", "compact", str(path), "--keep", "2", *flags],
+        killed = subprocess.run([sys.executable, "-m", "tiny_agent", "compact", str(path), "--keep-tokens", "7", *flags],
                                 cwd=workspace, env={**env, "TINY_AGENT_FAILPOINT": f"after-commit:{point}"},
                                 capture_output=True, text=True, timeout=60)
         assert killed.returncode == -9, killed.stderr
@@ -177,3 +186,184 @@ def test_a_crash_at_any_point_of_a_compaction_is_recovered(workspace: Path, poin
     assert state.lastOutcome is not None and state.lastOutcome.kind == "compaction"
     assert state.activeContext[0].content.startswith("[Compacted history]\n")
     assert verify(path).status == "ok"
+
+
+# -- compaction that fits the window it serves (issue 26) ------------------------------------------------
+
+
+class Summariser:
+    """Answers a prompt with "answer" (after one read, with ``reads``) and a summary request with "Summary N",
+    keeping every summary request's body."""
+
+    def __init__(self, reads: bool = False) -> None:
+        self.reads = reads
+        self.bodies: list[Any] = []
+
+    def __call__(self, body: Any) -> Reply:
+        if is_summary_request(body):
+            self.bodies.append(body)
+            return replies.answer(f"Summary {len(self.bodies)}.", usage=counted(body))
+        if self.reads and body["messages"][-1]["role"] == "user":
+            return replies.calls(("read", json.dumps({"path": "README.md"})), ids=[f"call_{len(body['messages'])}"])
+        return replies.answer("answer", usage=counted(body))
+
+
+def history(capsys, server: LoopbackServer, turns: int, size: int = 800) -> Path:
+    for turn in range(turns):
+        prompt = f"Turn {turn}: " + "words to remember " * (size // 18)
+        code, _, err = run(capsys, server, *(["--continue"] if turn else []), prompt=prompt)
+        assert code == 0, err
+    return only_session(Path.cwd())
+
+
+def compact(capsys, server: LoopbackServer, path: Path, *flags: str) -> tuple[int, str, str]:
+    base = ["--base-url", server.base_url, "--model", "m", "--durability", "process", "--no-stream", "--retries", "0"]
+    return call(capsys, "compact", str(path), *base, *flags)
+
+
+def test_a_history_larger_than_the_window_is_compacted_in_pieces_that_each_fit(capsys, workspace: Path) -> None:
+    model = Summariser()
+    with LoopbackServer(model, validate=False) as server:
+        path = history(capsys, server, turns=8)
+        code, _, err = compact(capsys, server, path, "--context-window", "1024", "--keep-tokens", "50")
+    assert code == 0, err
+    assert err.count("compacting a piece") == len(model.bodies) - 1 >= 2
+    for body in model.bodies:
+        assert body["max_tokens"] == 128, "the summary's cap: an eighth of the window"
+        assert len(json.dumps(body)) // 4 + body["max_tokens"] <= 1024, "each summary request fits the window"
+    for earlier, body in enumerate(model.bodies[1:], start=1):
+        assert body["messages"][1]["content"] == f"[Compacted history]\nSummary {earlier}.", "each summary folds the last"
+    state = read_journal(path)
+    assert state.activeContext[0].content == f"[Compacted history]\nSummary {len(model.bodies)}."
+    assert [message.content for message in state.activeContext[1:]] == ["answer"], "the tail within 50 tokens"
+    assert path.read_text().count('"type":"compactionStarted"') == len(model.bodies)
+    assert verify(path).status == "ok"
+    pieces = len(model.bodies)
+    report = json.loads(call(capsys, "audit", str(path), "--json")[1])
+    assert [(item["piece"], item["pieces"]) for item in report["compactions"]] == [(n, pieces) for n in range(1, pieces + 1)]
+    first, last = report["compactions"][0], report["compactions"][-1]
+    assert first["beforeCounted"] and first["tokensBefore"] > 1024, "the provider's count of the context it overflowed"
+    assert (last["kept"], last["messagesAfter"]) == (1, 2)
+    code, out, _ = call(capsys, "audit", str(path))
+    assert f"piece 1 of {pieces}  16 messages ({first['tokensBefore']:,} tokens) → " in out
+    assert f"piece {pieces} of {pieces}" in out and "and 1 kept (~" in out
+    html = session_page(build_view(path, handle="", prices={}))
+    assert f"Piece 1 of {pieces}: the history did not fit one summary request." in html
+    assert f"Context: {first['tokensBefore']:,} tokens before, ~" in html
+
+
+def test_the_kept_tail_is_a_token_budget_cut_at_a_turn_boundary(capsys, workspace: Path) -> None:
+    model = Summariser(reads=True)
+    with LoopbackServer(model, validate=False) as server:
+        path = history(capsys, server, turns=2, size=40)
+        transcript = read_journal(path).transcript
+        assert [type(message).__name__ for message in transcript[-4:]] == ["UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage"]
+        budget = compaction.size(transcript[-2:]) // 4 + 1  # the tool result and the answer fit, not with the call
+        code, _, err = compact(capsys, server, path, "--keep-tokens", str(budget))
+    assert code == 0, err
+    state = read_journal(path)
+    kept = state.activeContext[1:]
+    assert compaction.size(kept) // 4 <= budget
+    assert [message.content for message in kept] == ["answer"], "not the tool result without its call"
+    assert transcript_violation(kept) is None
+
+
+def test_long_tool_results_are_elided_in_the_summary_request_only(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = "".join(f"line {number} of a long file\n" for number in range(2000))
+    isolated_workspace(tmp_path, monkeypatch, readme)
+    model = Summariser(reads=True)
+    with LoopbackServer(model, validate=False) as server:
+        path = history(capsys, server, turns=1, size=40)
+        code, _, err = compact(capsys, server, path, "--context-window", "16384", "--keep-tokens", "0")
+    assert code == 0, err
+    (body,) = model.bodies
+    (result,) = [message["content"] for message in body["messages"] if message["role"] == "tool"]
+    assert "characters of this tool result elided by tiny-agent for the summary" in result
+    assert result.startswith("line 0 of") and result.rstrip().endswith("line 1999 of a long file")
+    assert len(result) < len(readme) // 3
+    transcript = read_journal(path).transcript
+    assert any(message.content == readme for message in transcript if message.content), "the journal keeps it whole"
+
+
+def test_compact_takes_guidance_for_the_summary(capsys, workspace: Path) -> None:
+    model = Summariser()
+    with LoopbackServer(model, validate=False) as server:
+        path = history(capsys, server, turns=2, size=40)
+        code, _, err = compact(capsys, server, path, "Keep every number.", "--keep-tokens", "0")
+        assert code == 0, err
+        code, _, err = compact(capsys, server, path)
+    assert (code, len(model.bodies)) == (0, 1) and "nothing to compact: the context has no turn to summarise" in err
+    (body,) = model.bodies
+    assert body["messages"][-1]["content"] == f"{compaction.SUMMARY_INSTRUCTION}\n\nKeep every number."
+
+
+def test_no_auto_compact_never_compacts_and_auto_compaction_says_so_first(capsys, workspace: Path) -> None:
+    model = LongTaskModel(turns=40)
+    with LoopbackServer(model, validate=False) as server:
+        code, _, err = run(capsys, server, "--context-window", "3000", "--max-steps", "400", "--no-auto-compact")
+        assert code == 0, err
+        assert model.summaries == 0 and "compacting" not in err
+        path = only_session(workspace)
+        assert '"compactionStarted"' not in path.read_text()
+        model.turns = 80
+        code, _, err = run(capsys, server, "--context-window", "3000", "--max-steps", "400", "--continue", prompt="Again.")
+    assert code == 0, err
+    assert model.summaries >= 1
+    assert err.index("compacting first: the context is ~") < err.index("compacting: ")
+    assert "(--no-auto-compact turns this off)" in err
+
+
+def test_no_auto_compact_leaves_a_context_length_error_a_failure(capsys, workspace: Path) -> None:
+    too_long = Reply(status=400, body=json.dumps({"error": {"message": "This model's maximum context length is 8192 tokens",
+                                                           "code": "context_length_exceeded"}}).encode())
+    with LoopbackServer([replies.answer("one"), too_long]) as server:
+        assert run(capsys, server, prompt="first")[0] == 0
+        code, _, err = run(capsys, server, "--continue", "--no-auto-compact", prompt="second")
+        assert server.request_count == 2
+    assert code == 1
+    assert "not compacting: --no-auto-compact" in err
+    assert '"compactionStarted"' not in only_session(workspace).read_text()
+
+
+def test_estimates_start_from_the_providers_count_and_learn_from_context_errors() -> None:
+    from tiny_agent.journal.state import Header, IdleOperation, SessionState
+    from tiny_agent.journal.transcript import AssistantMessage, Usage
+
+    header = Header(id="s", createdAt=0, cwd="/", provider="p", model="m", environmentIdentity="e")
+    messages = [UserMessage(content="x" * 400), AssistantMessage(content="y" * 40)]
+    state = SessionState(header, 3, list(messages), list(messages), Usage(), IdleOperation(), 0)
+    sizing = compaction.Sizing(None)
+    assert sizing.tokens(state, 600) == (600 + 408 + 48) // 4, "before any count: characters at four a token"
+    sizing.sent = 1000
+    sizing.observe(state, Usage(input=400, output=20, cacheRead=100))
+    assert sizing.chars_per_token == 2.0
+    assert sizing.tokens(state, 600) == 520, "the provider's count (prompt and answer) while nothing was added"
+    state.transcript.append(UserMessage(content="z" * 92))
+    state.activeContext.append(state.transcript[-1])
+    assert sizing.tokens(state, 600) == 520 + 50, "plus what was added since, at the ratio observed"
+    sizing.sent = 3000
+    assert sizing.learn("HTTP 400: request (3000 tokens) exceeds the available context size (2048 tokens), try increasing it")
+    assert (sizing.window, sizing.chars_per_token) == (2048, 1.0)
+    assert not sizing.learn("HTTP 400: This model's maximum context length is 4096 tokens"), "a larger window teaches nothing"
+
+
+STATED = {
+    "anthropic-input-and-max-tokens-exceed": (188240, 200000),
+    "anthropic-prompt-too-long": (208317, 200000),
+    "deepseek-context-length": (131820, 131072),
+    "groq-context-length-exceeded": (None, None),
+    "llama-cpp-python-context-length-exceeded": (2701, 2048),
+    "llamacpp-exceed-context-size": (2696, 256),
+    "mistral-context-length": (40466, 32768),
+    "openai-chat-context-length-exceeded": (131410, 128000),
+    "openrouter-context-length": (132039, 131072),
+    "openrouter-upstream-context-error": (204528, 200000),
+    "vllm-context-length-wrapped": (33021, 32768),
+    "vllm-max-tokens-too-large": (30112, 32768),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATED))
+def test_the_sizes_a_context_length_error_states(name: str) -> None:
+    text = (PROJECT_ROOT / "fixtures" / "wire" / "context-errors" / f"{name}.json").read_text()
+    assert compaction.stated_sizes(text.replace('\\"', '"')) == STATED[name]

@@ -145,7 +145,9 @@ def test_docs_list_the_one_table() -> None:
 
 
 def test_llama_servers_recorded_overflow_compacts_and_the_run_goes_on(capsys, workspace: Path) -> None:  # noqa: F811
-    overflow = Reply(status=400, body=(WIRE / "llamacpp" / "context-overflow.json").read_bytes())
+    # The recording came from a 256-token server, where no summary request fits (the next test): here it says 8192.
+    recorded = (WIRE / "llamacpp" / "context-overflow.json").read_bytes()
+    overflow = Reply(status=400, body=recorded.replace(b"(256 tokens)", b"(8192 tokens)").replace(b":256}", b":8192}"))
     script = [replies.answer("one"), overflow, replies.answer("Summary."), replies.answer("Two, after all.")]
     with LoopbackServer(script) as server:
         assert run(capsys, server, "--provider", "llamacpp", "--no-stream", prompt="first")[0] == 0
@@ -158,6 +160,17 @@ def test_llama_servers_recorded_overflow_compacts_and_the_run_goes_on(capsys, wo
     assert text.count('"type":"compactionStarted"') == 1
     assert verify(path).status == "ok"
     assert json.loads(call(capsys, "audit", str(path), "--json")[1])["drift"] is False
+
+
+def test_a_window_too_small_for_any_summary_request_is_said_plainly(capsys, workspace: Path) -> None:  # noqa: F811
+    overflow = Reply(status=400, body=(WIRE / "llamacpp" / "context-overflow.json").read_bytes())
+    with LoopbackServer([replies.answer("one"), overflow]) as server:
+        assert run(capsys, server, "--provider", "llamacpp", "--no-stream", prompt="first")[0] == 0
+        code, _, err = run(capsys, server, "--provider", "llamacpp", "--no-stream", "--continue", prompt="second")
+        assert server.request_count == 2, "no summary request that could not fit was sent"
+    assert code == 1, err
+    assert "FAILED: cannot compact: the summary request's own prompt does not fit the model's 256-token window" in err
+    assert verify(only_session(workspace)).status == "ok"
 
 
 def test_a_responses_stream_that_fails_for_context_compacts(capsys, workspace: Path) -> None:  # noqa: F811

@@ -368,7 +368,7 @@ def test_export_of_a_compacted_session(capsys, workspace: Path, tmp_path: Path) 
         assert call(capsys, "run", "first", "--base-url", server.base_url, *base)[0] == 0
         assert call(capsys, "run", "second", "--continue", "--base-url", server.base_url, *base)[0] == 0
         (path,) = journals(workspace)
-        code, _, err = call(capsys, "compact", str(path), "--keep", "2", "--base-url", server.base_url, "--model", "m", "--no-stream")
+        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", "--base-url", server.base_url, "--model", "m", "--no-stream")
     assert code == 0, err
     assert read_journal(path).activeContext[0].content.startswith("[Compacted history]")
     assert_round_trip(capsys, path, tmp_path / "v2.jsonl")

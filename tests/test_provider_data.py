@@ -94,7 +94,7 @@ def test_a_compaction_whose_usage_cannot_be_totalled_fails_and_leaves_the_sessio
     with LoopbackServer([counted(MAX_SAFE_INTEGER), counted(100)]) as server:
         assert run(capsys, server)[0] == 0
         before = read_journal(journal(workspace)).activeContext
-        code, _, err = call(capsys, "compact", str(journal(workspace)), "--keep", "0", "--base-url", server.base_url, "--model", "m", "--retries", "0", "--no-stream")
+        code, _, err = call(capsys, "compact", str(journal(workspace)), "--keep-tokens", "0", "--base-url", server.base_url, "--model", "m", "--retries", "0", "--no-stream")
     assert code == 1, err
     assert OVERFLOW in err
     state = read_journal(journal(workspace))

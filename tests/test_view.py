@@ -356,7 +356,7 @@ def test_a_compaction_written_by_tiny_agent_is_a_folded_region(tmp_path: Path) -
     journal = make_story(tmp_path)
     summary = "Summary: the user asked about a project that prints hi."
     with workspace(tmp_path), LoopbackServer([replies.answer(summary)]) as server:
-        flags = ["--keep", "2", "--base-url", server.base_url, "--model", "test/model", "--durability", "process"]
+        flags = ["--keep-tokens", "40", "--base-url", server.base_url, "--model", "test/model", "--durability", "process"]
         code, _, err = tiny("compact", str(journal), *flags)
     assert code == 0, err
     view = build_view(journal, handle="", prices={})

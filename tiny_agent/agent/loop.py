@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
+from functools import partial
 from types import FrameType
 from typing import Literal
 
@@ -128,8 +129,11 @@ class Driver:
         model's window, and again -- ending the run and continuing in a new
         one -- whenever it outgrows it during the run (docs/compaction.md).
         """
-        if self._outgrown(extra=prompt):
-            self.compact()
+        if self.runtime.context_full(self.state, prompt):
+            self.report(f"compacting first: {self.runtime.fullness(self.state, prompt)}")
+            compacted = self.compact()
+            if compacted.status not in ("completed", "idle"):
+                return compacted
         result = self._phase_loop(lambda: self._commit(transactions.begin_run(prompt), "run-started"))
         return self._continue(result)
 
@@ -137,17 +141,33 @@ class Driver:
         """Finish whatever is open (a crash's leftovers), and a continuation that was due."""
         return self._continue(self._phase_loop(None))
 
-    def compact(self, keep: int | None = None) -> DriveResult:
-        """A compaction of the idle session: a summary of all but the newest messages (``keep``)."""
-        state = self.state
-        kept = self.runtime.compacting.keep if keep is None else keep
-        cut = compaction.cut(transactions.message_ids(state), state.transcript, _active_messages(state), kept)
-        if cut is None:
-            self.report("nothing to compact: the retained messages would be all of them")
+    def compact(self) -> DriveResult:
+        """Compact the idle session: all but a kept tail (``--keep-tokens``) summarised, in pieces when it does
+        not fit one summary request; after a context-length error that taught the window, once more in pieces."""
+        sizing, relearnt = self.runtime.sizing, False
+        final = compaction.tail_cut(self.state, sizing.keep_chars(self.runtime.compacting.keep_tokens))
+        if final is None:
+            self.report("nothing to compact: the context has no turn to summarise")
             return DriveResult(status="idle")
-        compacted = f"{len(cut.compacted)} message{'' if len(cut.compacted) == 1 else 's'}"
-        self.report(f"compacting: {compacted} into a summary, {len(cut.retained)} kept verbatim")
-        return self._phase_loop(lambda: self._commit(transactions.begin_compaction(self.state, cut), "compaction-started"))
+        while True:
+            state, known = self.state, (sizing.window, sizing.chars_per_token)
+            try:
+                end = compaction.next_piece(state, sizing, self.runtime.summary_fixed_chars(), final)
+            except compaction.Unfit as unfit:
+                return DriveResult(status="failed", reason=f"cannot compact: {unfit}")
+            self.report(compaction.describe_piece(state, end, final))
+            started = transactions.begin_compaction(state, compaction.Cut.at(transactions.message_ids(state), end))
+            result = self._phase_loop(partial(self._commit, started, "compaction-started"))
+            if result.status == "completed" and end == final:
+                return result
+            failure = self.state.lastStepFailure
+            if result.status != "completed":
+                if relearnt or self.stopped_by or failure is None or failure.code != compaction.CONTEXT_LENGTH_EXCEEDED:
+                    return result
+                if not sizing.learn(failure.message) and known == (sizing.window, sizing.chars_per_token):
+                    return result
+                relearnt = True
+                self.report(f"the summary request did not fit {sizing.describe()}: compacting again in pieces that do")
 
     def abort(self) -> None:
         """Durably request an abort of the open operation (for ``resume --abort``)."""
@@ -159,40 +179,32 @@ class Driver:
         """While the last run stopped to compact (or hit the provider's context limit once): compact, continue."""
         retried_context_length = False
         while result.status == "failed" and not self.stopped_by:
-            due = self._continuation_due()
+            due = compaction.continuation_due(self.state)
             if due is None or (due == compaction.CONTEXT_LENGTH_EXCEEDED and retried_context_length):
                 return result
+            if not self.runtime.compacting.auto:
+                self.report("not compacting: --no-auto-compact (`tiny-agent compact` makes room, then go on)")
+                return result
             retried_context_length = retried_context_length or due == compaction.CONTEXT_LENGTH_EXCEEDED
-            compacted = self._compact_unless_done()
+            compacted = self._compact_unless_done(due)
             if compacted.status != "completed":
                 return result if compacted.status == "idle" else compacted
             self.report("continuing the task in a new run after the compaction")
             result = self._phase_loop(lambda: self._commit(transactions.begin_run(compaction.CONTINUE_PROMPT), "run-started"))
         return result
 
-    def _continuation_due(self) -> str | None:
-        """Why the session's last run must be continued after a compaction, or None."""
-        state = self.state
-        last_run = state.lastRunOutcome
-        if last_run is None or last_run.outcome != "failed" or not isinstance(state.operation, IdleOperation):
-            return None
-        if last_run.errorCode == compaction.CONTEXT_FULL:
-            return compaction.CONTEXT_FULL
-        failure = state.lastStepFailure
-        if failure is not None and failure.code == compaction.CONTEXT_LENGTH_EXCEEDED:
-            return compaction.CONTEXT_LENGTH_EXCEEDED
-        return None
-
-    def _compact_unless_done(self) -> DriveResult:
-        """The compaction a continuation needs, unless the newest operation already is one (a resume)."""
-        last = self.state.lastOutcome
-        if last is not None and last.kind == "compaction" and last.outcome == "completed":
+    def _compact_unless_done(self, due: str) -> DriveResult:
+        """The compaction a continuation needs, unless one is done and the context fits (a resume)."""
+        state, failure = self.state, self.state.lastStepFailure
+        last = state.lastOutcome
+        if last is not None and (last.kind, last.outcome) == ("compaction", "completed") and not self.runtime.context_full(state):
             return DriveResult(status="completed")
+        if due == compaction.CONTEXT_LENGTH_EXCEEDED and failure is not None:
+            self.runtime.sizing.learn(failure.message)
+            self.report(f"compacting: the provider says the context does not fit {self.runtime.sizing.describe()}")
+        else:
+            self.report(f"compacting: {self.runtime.fullness(state)}")
         return self.compact()
-
-    def _outgrown(self, extra: str = "") -> bool:
-        budget = self.runtime.message_budget()
-        return budget is not None and compaction.estimate_tokens(self.state.activeContext, len(extra)) > budget
 
     def _phase_loop(self, first: Callable[[], object] | None) -> DriveResult:
         """One operation (with what ``first`` commits to start it) driven to idle, with a fresh outcome."""
@@ -349,6 +361,7 @@ class Driver:
             self._failure = decided.failure[1] + self._exhausted(raw)
         facts, label = transactions.settle(self.state, decided)
         self._commit(facts, label)
+        self.runtime.sizing.settled(self.state, decided.usage if label == "settle" else None, decided.failure)
 
     def _settle_summary(self, raw: RawResponse) -> None:
         """A compaction's summary becomes the compaction entry, with the retained tail; anything else fails its step."""
@@ -357,8 +370,10 @@ class Driver:
             code, reason = decided.failure or ("bad_summary", "no summary")
             self._failure = f"the compaction failed: {reason}"
             self._commit(transactions.fail_step(self.state, code, reason, decided.usage), "step-failed")
+            self.runtime.sizing.settled(self.state, None, decided.failure)
             return
         self._commit(transactions.settle_compaction(self.state, decided.summary, decided.usage), "compaction")
+        self.runtime.sizing.reported = None  # the provider's count was of the context just replaced
 
     def _exhausted(self, raw: RawResponse) -> str:
         """Say so when a "try again later" answer fails the step because no attempt is left."""
@@ -540,15 +555,6 @@ class Driver:
                 step_limit=self._step_limit,
             )
         return DriveResult(status="idle", actions=actions)
-
-
-def _active_messages(state: SessionState) -> int:
-    """How many transcript messages the active context holds (after a compaction, all but its summary)."""
-    context = state.activeContext
-    transcript = state.transcript
-    if not context or len(context) > len(transcript):
-        return len(context) - 1 if context else 0
-    return len(context) if context[0] == transcript[len(transcript) - len(context)] else len(context) - 1
 
 
 def _required(value: str | msgspec.UnsetType) -> str:

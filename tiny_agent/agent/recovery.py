@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from tiny_agent.agent.compaction import CONTEXT_FULL, estimate_tokens
+from tiny_agent.agent.compaction import CONTEXT_FULL
 from tiny_agent.fold.version import PROFILES
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.state import (
@@ -52,8 +52,8 @@ class CurrentConfiguration(msgspec.Struct, frozen=True, forbid_unknown_fields=Tr
     tools: list[ToolDeclaration]
     maxAttempts: int = 2
     maxSteps: int | UnsetType = UNSET
-    contextBudget: int | UnsetType = UNSET
-    """Estimated tokens the active context may reach before a run stops to compact (session-v2 has no such rule)."""
+    contextFull: bool = False
+    """The active context is estimated past its share of the window: a run stops to compact (not in session-v2)."""
 
     def tool(self, name: str) -> ToolDeclaration | None:
         """Lookup by name, first match."""
@@ -227,7 +227,7 @@ def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttemp
         # Every call of the last step is answered, so stopping here leaves a transcript the
         # provider accepts; a failed run needs nothing more (session-v2 §9.7).
         return Finish(outcome="failed", error=step_limit_error(state.runSteps))
-    if current.contextBudget is not UNSET and estimate_tokens(state.activeContext) > current.contextBudget:
+    if current.contextFull:
         # A compaction cannot start while the run is open: the run ends here (its calls answered),
         # the caller compacts, and a continuation run takes the task up again.
         return Finish(outcome="failed", error=CONTEXT_FULL_ERROR)

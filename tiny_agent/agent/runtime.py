@@ -69,20 +69,15 @@ class CompactionPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """When and how tiny-agent compacts a session (docs/compaction.md)."""
 
     context_window: int | None = None
-    """Tokens the model takes; None: unknown, so only a provider's context-length error triggers a compaction."""
+    """Tokens the model takes; None: unknown until a context-length error states it."""
     threshold: float = compaction.DEFAULT_THRESHOLD
     """Compact before a request whose estimated context passes this share of the window."""
-    keep: int = compaction.DEFAULT_KEEP
-    """Messages kept verbatim after the summary."""
+    keep_tokens: int | None = None
+    """The kept tail's budget; None: a fifth of the window."""
     instructions: str = ""
-    """What the summary should attend to, added to its instruction (chat's ``/compact TEXT``)."""
-
-    @property
-    def budget(self) -> int | None:
-        """Estimated tokens the messages may take before a compaction (None: no automatic compaction)."""
-        if self.context_window is None:
-            return None
-        return int(self.context_window * self.threshold)
+    """The user's guidance for the summary (``compact "..."``, chat's ``/compact TEXT``)."""
+    auto: bool = True
+    """Compact on its own (before a run, during one, after a context-length error); --no-auto-compact."""
 
 
 class Display(Protocol):
@@ -121,6 +116,7 @@ class Runtime:
         self.display = display
         self._connect = connect
         self._provider: Provider | None = None
+        self.sizing = compaction.Sizing(compacting.context_window)
 
     def configuration_for(self, state: SessionState) -> Configuration:
         """A run's steps use the session's configuration; a compaction's, the summary prompt and no tools."""
@@ -141,42 +137,63 @@ class Runtime:
     def current(self, state: SessionState) -> CurrentConfiguration:
         """The planner's ``current`` for the session's open operation."""
         configuration = self.configuration_for(state)
-        budget = self.message_budget()
         return CurrentConfiguration(
             configurationDigest=configuration.digest,
             environmentIdentity=configuration.environment_identity,
             tools=list(self.configuration.tools),
             maxAttempts=self.policy.max_attempts,
             maxSteps=self.policy.max_steps,
-            contextBudget=msgspec.UNSET if budget is None else budget,
+            contextFull=self.context_full(state),
         )
 
-    def message_budget(self) -> int | None:
-        """Estimated tokens the messages may take before compacting: the window's share, less the fixed part."""
-        budget = self.compacting.budget
-        if budget is None:
-            return None
+    def fixed_chars(self) -> int:
+        """Characters every run request carries besides its messages: the system prompt and the tools."""
         tools = sum(len(msgspec.json.encode(spec.to_wire())) for spec in self.toolbox.specs())
-        fixed = len(self.configuration.prompt) + tools
-        return max(0, budget - fixed // compaction.CHARS_PER_TOKEN)
+        return len(self.configuration.prompt) + tools
+
+    def context_tokens(self, state: SessionState, extra: str = "") -> int:
+        """The next run request's estimated size in tokens (with ``extra`` more characters)."""
+        return self.sizing.tokens(state, self.fixed_chars()) + self.sizing.to_tokens(len(extra))
+
+    def context_full(self, state: SessionState, extra: str = "") -> bool:
+        """Automatic compaction is on, the window known, and the context estimated past its share of it."""
+        window = self.sizing.window
+        if not self.compacting.auto or window is None:
+            return False
+        return self.context_tokens(state, extra) > window * self.compacting.threshold
+
+    def fullness(self, state: SessionState, extra: str = "") -> str:
+        """Why an automatic compaction starts, and how to turn it off."""
+        tokens = self.context_tokens(state, extra)
+        return f"the context is ~{tokens:,} tokens of {self.sizing.describe()} (--no-auto-compact turns this off)"
+
+    def summary_fixed_chars(self) -> int:
+        return len(compaction.SUMMARY_PROMPT) + len(compaction.instruction(self.compacting.instructions)) + 64
 
     def request(self, state: SessionState) -> WireRequest:
-        """The request for the open step, in this runtime's wire API."""
+        """The request for the open step, in this runtime's wire API (its size noted for the estimates)."""
         configuration = self.configuration_for(state)
-        policy = self.policy
+        build, policy = API[self.api].request, self.policy
+        max_tokens = policy.max_tokens
+        if isinstance(state.operation, CompactionOperation):
+            retained = len(state.pendingCut.retained) if state.pendingCut is not None else 0
+            elide = self.sizing.elide_chars(self.summary_fixed_chars())
+            messages = compaction.summary_messages(state.activeContext, retained, self.compacting.instructions, elide)
+            reserve = self.sizing.reserve
+            max_tokens = reserve if max_tokens is None or reserve is not None and reserve < max_tokens else max_tokens
+            tools = []
+            self.sizing.sent = len(configuration.prompt) + compaction.size(messages)
+        else:
+            messages, tools = state.activeContext, self.toolbox.specs()
+            self.sizing.sent = self.fixed_chars() + compaction.size(messages)
         options = RequestOptions(
-            max_tokens=policy.max_tokens,
+            max_tokens=max_tokens,
             stream=policy.stream,
             stream_usage=policy.stream_usage,
             tool_choice=_tool_choice(policy.tool_choice, state.activeContext),
             empty_content=EMPTY_CONTENT in parse_adapter_identity(configuration.adapter_identity).adapters,
         )
-        build = API[self.api].request
-        if isinstance(state.operation, CompactionOperation):
-            retained = len(state.pendingCut.retained) if state.pendingCut is not None else 0
-            messages = compaction.summary_messages(state.activeContext, retained, self.compacting.instructions)
-            return build(configuration.model, configuration.prompt, messages, [], options)
-        return build(configuration.model, configuration.prompt, state.activeContext, self.toolbox.specs(), options)
+        return build(configuration.model, configuration.prompt, messages, tools, options)
 
     def provider(self) -> Provider:
         """The provider, connected on first use (a recovery may never need one)."""

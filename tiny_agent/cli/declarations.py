@@ -178,6 +178,17 @@ class Drive(msgspec.Struct, frozen=True):
             "--compact-at SHARE", "Compact when the estimated context passes this share of the window.", minimum=0.1, maximum=1.0
         ),
     ] = 0.8
+    keep_tokens: Annotated[
+        int | None,
+        Opt(
+            "--keep-tokens TOKENS",
+            "Tokens of the newest turns a compaction keeps verbatim (default: a fifth of the window).",
+            minimum=0,
+        ),
+    ] = None
+    no_auto_compact: Annotated[
+        bool, Opt("--no-auto-compact", "Never compact on its own (before a run, during one, or after a context-length error).")
+    ] = False
     verbose: Annotated[bool, Opt("--verbose -v", "Progress lines name steps, entries and responses by id.")] = False
 
 
@@ -228,11 +239,11 @@ class Resume(Command):
 
 
 class Compact(Command):
-    """Summarise an idle session's history with the model, keeping the newest messages verbatim (a journaled compaction)."""
+    """Summarise an idle session's history with the model (in pieces that fit its window), keeping the newest turns verbatim."""
 
     body = "driving.compact"
     session: Session
-    keep: Annotated[int, Opt("--keep N", "Messages to keep verbatim after the summary.", minimum=0)] = 6
+    instructions: Annotated[str | None, Arg("INSTRUCTIONS", "What the summary should attend to (optional).")] = None
     drive: Annotated[
         Drive,
         Omit(
@@ -246,8 +257,8 @@ class Compact(Command):
                 "max_tokens",
                 "tool_choice",
                 "max_steps",
-                "context_window",
                 "compact_at",
+                "no_auto_compact",
             )
         ),
     ] = Drive()

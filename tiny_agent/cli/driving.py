@@ -137,13 +137,13 @@ def runtime_for(
     options: Drive,
     endpoint: Endpoint,
     display: TerminalDisplay | None,
-    keep: int | None = None,
+    summary: str | None = None,
     state: SessionState | None = None,
 ) -> Runtime:
     """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected.
 
-    The project instructions are loaded for a run (``keep`` is None), not for
-    a compaction, whose request carries none.  The request options the
+    The project instructions are loaded for a run, not for ``compact`` (``summary``:
+    its guidance, maybe empty), whose request carries none.  The request options the
     session (``state``) recorded are reused unless a flag says otherwise.
     """
     from tiny_agent.agent.instructions import Instructions, load_instructions, user_skills_folder
@@ -170,11 +170,11 @@ def runtime_for(
         approve=None if options.allow_write else terminal_approver(),
         protected=[sessions_dir(None)],
         policy=policy_for(options, endpoint, recorded_options(state)),
-        compacting=compacting_for(options, endpoint, keep),
+        compacting=compacting_for(options, endpoint, summary or ""),
         limits=limits_for(options),
         display=display,
         instructions=Instructions()
-        if options.no_project_instructions or keep is not None
+        if options.no_project_instructions or summary is not None
         else load_instructions(Path.cwd(), user_skills_folder(os.environ)),
         mcp_servers=servers,
         allow_mcp=options.allow_mcp or [],
@@ -204,7 +204,7 @@ class Started(NamedTuple):
     runtime: Runtime
 
 
-def start(options: Drive, where: Where, session: str | None, continue_: bool, keep: int | None = None) -> Started:
+def start(options: Drive, where: Where, session: str | None, continue_: bool, summary: str | None = None) -> Started:
     """Open ``session`` (or the newest one here, or a new one made once the endpoint is known) and its runtime.
 
     The endpoint comes from the flags over what the session recorded; a writer
@@ -218,7 +218,7 @@ def start(options: Drive, where: Where, session: str | None, continue_: bool, ke
     try:
         endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
         display = _display()
-        runtime = runtime_for(options, endpoint, display, keep, writer.state if writer else None)
+        runtime = runtime_for(options, endpoint, display, summary, writer.state if writer else None)
     except BaseException:
         if writer is not None:
             writer.close(seal=False)
@@ -414,9 +414,9 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
 
 def compact(args: Compact) -> None:
     where = Where(args.stored)
-    writer, _, display, runtime = start(args.drive, where, args.session, continue_=False, keep=args.keep)
+    writer, _, display, runtime = start(args.drive, where, args.session, continue_=False, summary=args.instructions or "")
     before = len(writer.state.activeContext)
-    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(args.keep), args.drive.verbose)
+    result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(), args.drive.verbose)
     if result.status == "completed":
         after = len(writer.state.activeContext)
         went = f"from {counted(before, 'message')} to {after}"

@@ -60,8 +60,8 @@ def policy_for(options: Drive, endpoint: Endpoint, recorded: SentOptions | None 
     )
 
 
-def compacting_for(options: Drive, endpoint: Endpoint, keep: int | None) -> CompactionPolicy:
-    """When to compact: the window from the flag, the config file's model table, or the known families."""
+def compacting_for(options: Drive, endpoint: Endpoint, instructions: str = "") -> CompactionPolicy:
+    """When and how to compact: the window from the flag, the config file's model table, or the known families."""
     from tiny_agent.agent import compaction
     from tiny_agent.agent.runtime import CompactionPolicy
     from tiny_agent.providers.userconfig import load_user_config
@@ -73,7 +73,9 @@ def compacting_for(options: Drive, endpoint: Endpoint, keep: int | None) -> Comp
     return CompactionPolicy(
         context_window=compaction.window_for(endpoint.model, configured),
         threshold=options.compact_at,
-        keep=keep if keep is not None else compaction.DEFAULT_KEEP,
+        keep_tokens=options.keep_tokens,
+        instructions=instructions,
+        auto=not options.no_auto_compact,
     )
 
 

@@ -39,6 +39,7 @@ from tiny_agent.journal.facts import (
     RawFact,
     Record,
     RecordFact,
+    RunStarted,
     StartedToolResultEntry,
     StepAttempt,
     StepFailed,
@@ -133,17 +134,29 @@ class ModelTotals(msgspec.Struct):
 
 
 class CompactionAudit(msgspec.Struct):
-    """One compaction: what the model's context was before and after it."""
+    """One compaction: the model's context before and after it, what it kept, and whether it was one of pieces.
+
+    Tokens are the provider's count where the journal has one (before: the last answer's prompt and
+    output, plus what was added since at four characters a token; after: the next run request's
+    prompt), else estimated at four characters a token.  Consecutive compactions with no run between
+    them are the pieces of one (docs/compaction.md).
+    """
 
     entryId: str
+    operationId: str
     line: int
     summaryChars: int
     compactedThroughEntryId: str
     messagesBefore: int
     messagesAfter: int
     tokensBefore: int
-    """Estimated (four characters a token), like the decision to compact."""
     tokensAfter: int
+    kept: int
+    keptTokens: int
+    beforeCounted: bool = False
+    afterCounted: bool = False
+    piece: int = 1
+    pieces: int = 1
 
 
 class AuditReport(msgspec.Struct):
@@ -215,6 +228,7 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
             for fact in transaction:
                 walk.fact(fact, line)
     state = checked.finish()
+    walk.close_pieces()
     attempts = list(walk.attempts.values())
     for attempt in attempts:
         attempt_id = attempt.attemptId
@@ -259,6 +273,10 @@ class _Walk:
         self.summaries: dict[str, str] = {}
         """The summary each compaction attempt settled into."""
         self.compactions: list[CompactionAudit] = []
+        self.pieces: list[CompactionAudit] = []
+        """The compactions since the last run: pieces of one when there are several."""
+        self.counted: tuple[int, int] | None = None
+        """The provider's count of the context (prompt and answer) and the context's length then."""
         self.instructions: dict[tuple[str, str], InstructionAudit] = {}
         self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
         self._line = 0
@@ -277,6 +295,8 @@ class _Walk:
             case UsageFact() if fact.attemptId is not UNSET:
                 attempt = self.attempts[fact.attemptId]
                 attempt.usage = attempt.usage + fact.usage
+                if attempt.settled == "assistant" and fact.usage.prompt_total:
+                    self._counted(fact.usage)
             case RawFact():
                 attempt = self.attempts[fact.attemptId]
                 self.raw_bodies[fact.attemptId] = fact
@@ -321,28 +341,48 @@ class _Walk:
                     )
                 )
 
+    def _counted(self, usage: Usage) -> None:
+        if self.counted is None and self.compactions:  # the first run request after a compaction
+            self.compactions[-1].tokensAfter, self.compactions[-1].afterCounted = usage.prompt_total, True
+        self.counted = (usage.prompt_total + usage.output, self.context.count)
+
     def _compaction(self, entry_id: str, entry: CompactionEntry) -> None:
-        before_messages = self.context.messages
-        after_messages = [compaction_summary_message(entry.summary), *(item.message for item in entry.retainedTail)]
-        self.compactions.append(
-            CompactionAudit(
-                entryId=entry_id,
-                line=self._line,
-                summaryChars=len(entry.summary),
-                compactedThroughEntryId=entry.compactedThroughEntryId,
-                messagesBefore=len(before_messages),
-                messagesAfter=len(after_messages),
-                tokensBefore=estimate_tokens(before_messages),
-                tokensAfter=estimate_tokens(after_messages),
-            )
+        before = self.context.messages
+        kept = [item.message for item in entry.retainedTail]
+        tokens, counted = estimate_tokens(before), self.counted is not None
+        if self.counted is not None:
+            tokens = self.counted[0] + estimate_tokens(before[self.counted[1] :])
+        self.counted = None
+        item = CompactionAudit(
+            entryId=entry_id,
+            operationId=entry.operationId,
+            line=self._line,
+            summaryChars=len(entry.summary),
+            compactedThroughEntryId=entry.compactedThroughEntryId,
+            messagesBefore=len(before),
+            messagesAfter=len(kept) + 1,
+            tokensBefore=tokens,
+            tokensAfter=estimate_tokens([compaction_summary_message(entry.summary), *kept]),
+            kept=len(kept),
+            keptTokens=estimate_tokens(kept),
+            beforeCounted=counted,
         )
+        self.compactions.append(item)
+        self.pieces.append(item)
         attempt = self.latest_attempt_of_operation.get(entry.operationId)
         if attempt is not None:
             attempt.settled = "compaction"
             self.summaries[attempt.attemptId] = entry.summary
 
+    def close_pieces(self) -> None:
+        for number, item in enumerate(self.pieces, start=1):
+            item.piece, item.pieces = number, len(self.pieces)
+        self.pieces = []
+
     def _record(self, record: Record, fact_id: str) -> None:
         match record:
+            case RunStarted():
+                self.close_pieces()
             case StepAttempt():
                 self._attempt(record)
             case StepFailed():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from msgspec import UNSET
 
@@ -17,7 +17,7 @@ from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage
 
 if TYPE_CHECKING:  # types only: rendering never reads a journal itself
     from tiny_agent.journal.facts import CompactionEntry
-    from tiny_agent.oversight.audit import AttemptAudit, AuditReport
+    from tiny_agent.oversight.audit import AttemptAudit, AuditReport, CompactionAudit
     from tiny_agent.providers.selection import ProfileListing
     from tiny_agent.stores.listing import Listed
 
@@ -194,12 +194,13 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
             yield f"  {count:>{width}}×  {path}"
     if report.compactions:
         yield ""
-        yield "compactions (tokens estimated at four characters each)"
+        yield "compactions (tokens as the provider counted them, or ~ estimated at four characters each)"
         for item in report.compactions:
+            piece = f"  piece {item.piece} of {item.pieces}" if item.pieces > 1 else ""
             yield (
-                f"  line {item.line}  {item.messagesBefore} messages (~{item.tokensBefore:,} tokens) → "
-                f"{item.messagesAfter} (~{item.tokensAfter:,}): a summary of {item.summaryChars:,} characters "
-                f"and {item.messagesAfter - 1} kept"
+                f"  line {item.line}{piece}  {item.messagesBefore} messages ({compaction_tokens(item, 'before')}) → "
+                f"{item.messagesAfter} ({compaction_tokens(item, 'after')}): a summary of {item.summaryChars:,} "
+                f"characters and {item.kept} kept (~{item.keptTokens:,} tokens)"
             )
     yield ""
     yield "totals"
@@ -333,3 +334,8 @@ def providers_table(rows: list[ProfileListing]) -> Iterator[str]:
         key = "set" if row.key_present else ("not needed" if row.key_variable is None else "not set")
         table.append([row.name, row.api, row.base_url or "(give --base-url)", row.key_variable or "-", key])
     yield from _table(table, indent="")
+
+
+def compaction_tokens(item: CompactionAudit, when: Literal["before", "after"]) -> str:
+    tokens, counted = (item.tokensBefore, item.beforeCounted) if when == "before" else (item.tokensAfter, item.afterCounted)
+    return f"{tokens:,} tokens" if counted else f"~{tokens:,} tokens"

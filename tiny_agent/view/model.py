@@ -51,7 +51,7 @@ from tiny_agent.journal.facts import (
 )
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.transcript import Usage
-from tiny_agent.oversight.audit import AttemptAudit, AuditReport, Settled, audit_chunks
+from tiny_agent.oversight.audit import AttemptAudit, AuditReport, CompactionAudit, Settled, audit_chunks
 from tiny_agent.oversight.cost import Cost, attempt_cost, total
 from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.oversight.verify import Verdict, verify_in
@@ -167,6 +167,8 @@ class CompactionView(msgspec.Struct):
     """Entries the summary stands for."""
     retained: int
     """Messages kept verbatim after the summary."""
+    audit: CompactionAudit | None = None
+    """Its tokens before and after, what it kept, and whether it was one of pieces."""
 
 
 class OperationView(msgspec.Struct):
@@ -300,6 +302,7 @@ class _Walk:
 
     def __init__(self, report: AuditReport, prices: Mapping[str, ModelSettings], *, full: int, rows: int) -> None:
         self.audits: dict[str, AttemptAudit] = {attempt.attemptId: attempt for attempt in report.attempts}
+        self.compactions = {item.operationId: item for item in report.compactions}
         self.total = len(report.attempts)
         self.prices = prices
         self.full = full
@@ -361,8 +364,9 @@ class _Walk:
                 if self.current is not None:
                     compaction = self.current.compaction
                     compacted = compaction.compacted if compaction else 0
+                    audit = self.compactions.get(entry.operationId)
                     self.current.compaction = CompactionView(
-                        summary=clip(entry.summary, DETAIL_CHARS), compacted=compacted, retained=len(entry.retainedTail)
+                        clip(entry.summary, DETAIL_CHARS), compacted, len(entry.retainedTail), audit
                     )
 
     def _answered(self, entry: AssistantEntry, at: int) -> None:

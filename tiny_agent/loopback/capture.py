@@ -27,18 +27,14 @@ _KEY_LOOKING: Final = re.compile(
 
 
 class RecordedRequest(msgspec.Struct, frozen=True):
+    """docs/loopback.md, "What the server keeps": a credential's value is its fingerprint, in ``path`` and ``headers``."""
+
     path: str
-    """The request target; key-looking query values are fingerprints."""
     headers: dict[str, str]
-    """Every header by its lower-case name; a credential's value is its fingerprint."""
     body: Any
-    """The decoded JSON body, or None when it was not JSON."""
     authorized: bool
-    """Whether any credential header came with it."""
     api: Api | None = None
-    """The API of the route it came on (None for a path no API has)."""
     fingerprints: dict[str, str] = msgspec.field(default_factory=dict)
-    """The credential headers only: lower-case name to ``sha256:...`` of the credential."""
 
     @property
     def header_names(self) -> list[str]:

@@ -70,8 +70,6 @@ def streamed(
     seed: int = 0,
     pieces: Pieces | None = None,
     api: Api | None = None,
-    status: int = 200,
-    headers: dict[str, str] | None = None,
     delay: float = 0.0,
     break_off_after: int | None = None,
     stall_after: int | None = None,
@@ -80,10 +78,8 @@ def streamed(
 ) -> Reply:
     """An event stream (exact bytes, or events written out with ``\\n``) in irregular pieces; ``pieces`` wins over ``seed``."""
     return Reply(
-        status=status,
         body=body if isinstance(body, bytes) else encode_events(body),
         content_type=EVENT_STREAM,
-        headers=dict(headers or {}),
         delay=delay,
         api=api,
         pieces=pieces if pieces is not None else Pieces(seed=seed),

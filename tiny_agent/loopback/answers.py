@@ -55,49 +55,42 @@ def _encoded(item: StreamItem, line_end: str) -> bytes:
 class Call(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     arguments: str = "{}"
-    """The JSON text of the arguments (Anthropic's whole body needs it to be an object)."""
+    """The JSON text of the arguments (an object, for Anthropic)."""
     id: str | None = None
     """None: ``call_N`` (``toolu_N`` for Anthropic), N the call's position."""
 
 
 class Tokens(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Usage in the ledger's terms: ``input`` is net of cache reads and writes (Responses has no cache write)."""
+    """Usage in the ledger's terms: ``input`` is net of the cache (Responses has no cache write)."""
 
     input: int = 100
     output: int = 10
     cache_read: int = 40
     cache_write: int = 0
     reasoning: int = 0
-    """Of ``output``, the tokens spent thinking."""
 
 
 class Answer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     text: str | None = None
     calls: tuple[Call, ...] = ()
     reasoning: str | None = None
-    """Chat ``reasoning``, Anthropic ``thinking`` blocks, Responses ``reasoning`` items."""
     tokens: Tokens = Tokens()
     truncated: bool = False
-    """Ended at the output cap: ``length``, ``max_tokens``, ``incomplete`` (``max_output_tokens``)."""
     id: str | None = None
     """None: ``gen-loopback`` / ``msg_loopback`` / ``resp_loopback``."""
     model: str = "test/model"
 
 
 class StreamShape(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """docs/loopback.md, "Building replies", says what each field does to a stream."""
+
     piece: int = 5
-    """Characters of text or argument JSON per delta."""
     keep_alives: bool = False
-    """``: OPENROUTER PROCESSING`` comments before the first event and once in the middle."""
     pings: bool = True
-    """Anthropic: ``ping`` events after ``message_start`` and part-way through."""
     usage_chunk: bool = True
-    """Chat: the usage chunk with ``choices: []``."""
     ending: Literal["complete", "error", "cut"] = "complete"
-    """``error``: an error event half-way, then the end; ``cut``: half-way, in the middle of an event."""
     line_end: Literal["\n", "\r\n"] = "\n"
     interleave_calls: bool = False
-    """Chat: the pieces of parallel calls take turns, told apart by ``index`` only."""
 
 
 def call_id(api: Api, position: int) -> str:

@@ -23,16 +23,14 @@ EVENT_STREAM: Final = "text/event-stream"
 
 
 class Pieces(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How a streamed body is cut and paced: sizes and pauses drawn from ``random.Random(seed)``."""
+    """How a streamed body is cut and paced (docs/loopback.md, "Pieces")."""
 
     seed: int = 0
     smallest: int = 1
     largest: int = 40
     pause_chance: float = 0.3
-    """The chance of a pause after a piece (the client then sees that piece in a read of its own)."""
     pause: float = 0.002
     split_awkwardly: bool = True
-    """Also cut inside one multi-byte UTF-8 character and inside one CRLF, when the body holds any."""
 
 
 class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

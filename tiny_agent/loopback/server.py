@@ -33,13 +33,11 @@ Outcome = Literal["sending", "complete", "broken_off", "hung_up", "client_gone",
 
 
 class SentReply(msgspec.Struct):
-    """What the server put on the wire for one request; ``written`` and ``outcome`` change as it goes."""
+    """What the server put on the wire for one request (docs/loopback.md, "What the server keeps")."""
 
     request: int
-    """The index of the request in ``server.requests``."""
     status: int
     body: bytes
-    """Exactly the body bytes the script sends (up to a break-off): what the client's journal must hold."""
     sizes: list[int]
     framing: Framing
     written: int = 0
@@ -59,7 +57,6 @@ class LoopbackServer:
         self.violations: list[Violation] = []
         self.sent: list[SentReply] = []
         self.errors: list[str] = []
-        """Exceptions that escaped a handler (a client going away is not one): a bug to fix, one line each."""
         self._server = _QuietServer(("127.0.0.1", port), _handler_class(self), self.errors)
         self._server.daemon_threads = True
         # A short poll interval: shutdown() waits for it, and tests start and stop many servers.

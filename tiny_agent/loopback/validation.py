@@ -35,9 +35,7 @@ Rule = Literal[
 class Violation(msgspec.Struct, frozen=True):
     rule: Rule
     message: str
-    """One line, naming where in the request the rule broke."""
     request: int = -1
-    """The index of the request in ``server.requests``."""
     api: Api | None = None
 
 

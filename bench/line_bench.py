@@ -40,7 +40,8 @@ from tiny_agent.agent.loop import Driver, Policy, Runtime  # noqa: E402
 from tiny_agent.agent.tools.toolbox import ToolBox  # noqa: E402
 from tiny_agent.errors import CorruptionError  # noqa: E402
 from tiny_agent.oversight.audit import audit  # noqa: E402
-from tiny_agent.stores.journal import JournalWriter, find_raw, raw_facts, read_journal  # noqa: E402
+from tiny_agent.stores.files.disk import file_chunks  # noqa: E402
+from tiny_agent.stores.journal import JournalWriter, find_raw_in, raw_facts, read_journal  # noqa: E402
 
 
 def huge_body(megabytes: int) -> bytes:
@@ -108,7 +109,7 @@ def main() -> None:
         assert not report.drift, report
         replay = best(args.repeat, lambda: read_journal(path))
         audited = best(args.repeat, lambda: audit(path))
-        lookup = best(args.repeat, lambda: find_raw(path, fact.id))
+        lookup = best(args.repeat, lambda: find_raw_in(file_chunks(path), fact.id))
         broken = Path(directory) / "broken.jsonl"
         data = path.read_bytes()
         second = data.index(b"\n") + 1

@@ -1,13 +1,5 @@
-"""Journals: reading them, and the one writer that appends to a session, whatever store holds it.
-
-The reader folds a journal's bytes chunk by chunk (memory stays at the size of
-the reduced state).  The writer appends one transaction per line, each checked
-by the same fold before its bytes leave the process, sealed (v3), and handed
-to the store's :class:`Appender` in one piece.  Commits are serialized: one
-writer per session across processes (the store's lock), one commit at a time
-across the threads of this process.  ``JournalWriter.create`` / ``.open`` and
-the path-based readers are the file store's conveniences.
-"""
+"""Journals, whatever store holds them: reading them chunk by chunk, and :class:`JournalWriter`, a session's one writer
+(docs/agent.md, *The writer*).  ``JournalWriter.create`` / ``.open`` and the path-based readers are the file store's."""
 
 from __future__ import annotations
 
@@ -136,12 +128,8 @@ def fold_file(path: Path) -> Fold:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a fold builds state.
-
-    The reduced state holds no reference cycles, but it does hold a growing
-    number of containers, which generational collections would rescan again and
-    again; pausing keeps the cost per fact flat as journals grow.
-    """
+    """Pause the cyclic garbage collector while a fold builds state: the state has no cycles, but a growing number of
+    containers that generational collections would rescan again and again."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -152,11 +140,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def lines_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
-    """``(line number, bytes)`` of every committed line (the torn tail excluded), streaming.
-
-    Linear in the journal's size whatever its line lengths: the pieces of a
-    line that spans many chunks are joined once, not copied per chunk.
-    """
+    """``(line number, bytes)`` of every committed line (the torn tail excluded), streaming; a line spanning many chunks
+    is joined once, not copied per chunk."""
     number = 0
     pieces: list[bytes] = []
     for chunk in chunks:
@@ -199,16 +184,10 @@ def facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, list[Fact]]]:
 
 
 class CheckedFacts:
-    """One read of a journal for the reducer and a reader of its facts: each chunk is folded first.
+    """One read of a journal for the reducer and a reader of its facts: ``(line number, typed facts)`` of a transaction
+    only once the fold accepted its line (a refused journal raises CorruptionError first); then :meth:`finish`.
 
-    Iterating gives ``(line number, typed facts)`` of every transaction, each
-    handed out only once the fold has accepted its line; a refused journal
-    raises the reducer's CorruptionError instead, before any fact of the
-    refused line.  After the iteration, :meth:`finish` gives the reduced state.
-
-    ``fold`` may already hold the journal's first lines (a checkpoint's,
-    checked against the bytes they were folded from): those lines are only
-    read, and folding goes on after them.
+    ``fold`` may already hold the journal's first lines (a checkpoint's): those are only read, not folded again.
     """
 
     def __init__(self, chunks: Iterable[bytes], fold: Fold | None = None) -> None:
@@ -220,7 +199,6 @@ class CheckedFacts:
         return facts_of(self._folded_first())
 
     def finish(self) -> SessionState:
-        """The reduced state once every chunk was read (raises CorruptionError as the reducer does)."""
         return self._splitter.finish()
 
     def _folded_first(self) -> Iterator[bytes]:
@@ -238,9 +216,9 @@ class CheckedFacts:
             yield chunk
 
 
-def raw_facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, RawFact]]:
-    """Every ``raw`` fact of a (valid, v3) journal with its line number, in order."""
-    for number, line in lines_of(chunks):
+def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
+    """Every ``raw`` fact of a (valid, v3) journal file with its line number, in order."""
+    for number, line in lines_of(disk.file_chunks(path)):
         if number == 1 or b'"raw"' not in line:
             continue
         yield from ((number, fact) for fact in _raw_facts_in(line))
@@ -265,9 +243,6 @@ def _raw_facts_in(line: bytes) -> Iterator[RawFact]:
             yield msgspec.convert(fact, RawFact)
 
 
-# The file store's path-based readers.
-
-
 def read_journal(path: Path) -> SessionState:
     """Reduce the journal file at ``path``; raises CorruptionError, or OSError if it cannot be read."""
     return reduce_source(disk.file_chunks(path))
@@ -277,19 +252,11 @@ def committed_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     return lines_of(disk.file_chunks(path))
 
 
-def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
-    return raw_facts_of(disk.file_chunks(path))
-
-
-def find_raw(path: Path, raw_id: str) -> RawFact | None:
-    return find_raw_in(disk.file_chunks(path), raw_id)
-
-
 # -- writing ------------------------------------------------------------------------
 
 
 class JournalWriter:
-    """The one writer of a session: commits checked, sealed, durable transactions."""
+    """The one writer of a session: commits checked, sealed, durable transactions, one at a time across threads."""
 
     def __init__(
         self,
@@ -299,16 +266,13 @@ class JournalWriter:
         path: Path | None = None,
         *,
         reader: Callable[[], Iterable[bytes]] | None = None,
-        refold: Callable[[], Fold] | None = None,
     ) -> None:
-        """``reader`` gives the journal's committed bytes and ``refold`` folds them again (a store's own ways;
-        by default, the file at ``path``)."""
+        """``reader`` gives the journal's committed bytes (by default, the file at ``path``)."""
         self._appender = appender
         self.fold = fold
         """The live fold through the last commit (folded again after a refused candidate)."""
         self._clock = clock
         self._reader = reader
-        self._refold: Callable[[], Fold] | None = refold
         self._poisoned: str | None = None
         self._attempts_refused: str | None = None
         """Why a transaction starting a model attempt is refused (a v2 journal opened to be continued)."""
@@ -325,6 +289,11 @@ class JournalWriter:
     def name(self) -> str:
         return self._appender.name
 
+    @property
+    def state(self) -> SessionState:
+        """The reduced state through the last commit (advances in place)."""
+        return self.fold.state
+
     def chunks(self) -> Iterable[bytes]:
         """The journal's committed bytes as its store holds them (what a writer reads back, e.g. a stored response)."""
         return self._reader() if self._reader is not None else disk.file_chunks(self.path)
@@ -332,8 +301,6 @@ class JournalWriter:
     def refuse_model_calls(self, why: str) -> None:
         """Refuse every transaction that starts a model attempt, saying ``why`` (a v2 journal cannot record responses)."""
         self._attempts_refused = why
-
-    # -- opening files ---------------------------------------------------------------
 
     @classmethod
     def create(
@@ -344,9 +311,7 @@ class JournalWriter:
         fold = Fold()
         fold.apply_header(line)
         fd, lock = disk.create_file(path, line + b"\n")
-        writer = cls(disk.FileAppender(path, fd, lock, durability == "fsync"), fold, clock, path)
-        writer._refold = lambda: fold_chunks(disk.file_chunks(path))
-        return writer
+        return cls(disk.FileAppender(path, fd, lock, durability == "fsync"), fold, clock, path)
 
     @classmethod
     def open(
@@ -358,28 +323,23 @@ class JournalWriter:
         folder: Callable[[Path], Fold] | None = None,
         session_id: str | None = None,
     ) -> JournalWriter:
-        """Open a journal file for appending: check it, lock it, reduce it, cut a torn tail into a sidecar.
+        """Open a journal file for appending: check it, lock it, fold it (by ``folder``: from its checkpoint), refuse a
+        header of another session than ``session_id`` (:class:`SessionMisnamed`), then cut a torn tail into a sidecar.
 
-        ``folder`` folds the journal once the lock is held (from its checkpoint:
-        :mod:`tiny_agent.stores.checkpoints`).  A header naming another session
-        than ``session_id`` is refused (:class:`SessionMisnamed`, session-v2 §16)
-        before anything is changed.  A v2 journal's writer refuses to start a
-        model attempt (:class:`ModelCallRefused`: v2 has no ``raw`` facts, so the
-        response would be paid for and lost); anything else is appended as v2 facts.
+        A v2 journal's writer refuses to start a model attempt (:class:`ModelCallRefused`: the response would be paid
+        for and lost); anything else is appended as v2 facts.
         """
         disk.check_journal_file(path)
         fd, lock = disk.open_for_append(path)
         appender = disk.FileAppender(path, fd, lock, durability == "fsync")
-        fold_journal = folder or fold_file
         try:
-            fold = fold_journal(path)
+            fold = (folder or fold_file)(path)
             header_id = fold.state.header.id
             if session_id is not None and header_id != session_id:
                 raise SessionMisnamed(path, header_id, session_id)
             writer = cls(appender, fold, clock, path)
             if "raw" not in fold.profile.fact_kinds:
-                writer._attempts_refused = cannot_record_responses(path)
-            writer._refold = lambda: fold_journal(path)
+                writer.refuse_model_calls(cannot_record_responses(path))
             writer.repaired_tail = disk.cut_torn_tail(path, fd, fold.committed_length, now_ms())
             writer.tightened_mode = disk.make_private(fd)
         except BaseException:
@@ -387,23 +347,11 @@ class JournalWriter:
             raise
         return writer
 
-    @property
-    def state(self) -> SessionState:
-        """The reduced state through the last commit (advances in place)."""
-        return self.fold.state
-
-    # -- committing -----------------------------------------------------------
-
     def commit(self, facts: list[Fact], label: str = "transaction") -> list[Fact]:
         """Append one transaction; returns the facts as written (redacted; seq, timestamp, seal stamped).
 
-        Every fact passes the redactor first (:func:`tiny_agent.journal.secrets.redact_facts`):
-        no secret the process holds reaches a journal by any path.  The candidate line goes
-        through the fold before a byte is written: a
-        refused transaction raises :class:`CommitRejected` and changes nothing.
-        Ctrl-C and SIGTERM are held off until the commit is complete, so the
-        fold and the journal never disagree.  ``label`` names the transaction
-        for failpoints.
+        Every fact passes :func:`~tiny_agent.journal.secrets.redact_facts` first, and the line goes through the fold before a
+        byte is written: a refused one raises :class:`CommitRejected`, changing nothing.  ``label`` names it for failpoints.
         """
         if not facts:
             raise ValueError("a transaction needs at least one fact")
@@ -412,17 +360,27 @@ class JournalWriter:
             if self._attempts_refused is not None and _starts_attempt(facts):
                 raise ModelCallRefused(self._attempts_refused)
             with _signals_deferred():
-                stamped = self._stamp(redact_facts(facts))
-                line = encode_transaction(stamped)
-                try:
-                    self.fold.apply_line(line)
-                except CorruptionError as error:
-                    self._restore_fold()
-                    raise CommitRejected(error) from None
-                self._append(line + b"\n", label)
-                self._committed = True
+                timestamp = self._clock()
+                stamped: list[Fact] = [
+                    msgspec.structs.replace(fact, seq=seq, timestamp=timestamp, id=fact.id or uuid7(timestamp))
+                    for seq, fact in enumerate(redact_facts(facts), start=self.fold.next_seq)
+                ]
+                if self.fold.version >= 3:
+                    stamped.append(self._seal(timestamp, self.fold.next_seq + len(stamped)))
+                self._write(encode_transaction(stamped), label)
         failpoints.maybe_crash(f"after-commit:{label}")
         return stamped
+
+    def commit_seal(self) -> None:
+        """Append a seal-only line covering the last line (a clean close, or ``resume`` sealing an idle tail)."""
+        with self._mutex:
+            self._check_usable()
+            with _signals_deferred():
+                self._write(encode_seal_only(self._seal(self._clock(), self.fold.next_seq)), "seal")
+        failpoints.maybe_crash("after-commit:seal")
+
+    def _seal(self, timestamp: int, seq: int) -> SealFact:
+        return SealFact(seq=seq, id=uuid7(timestamp), timestamp=timestamp, chain=self.fold.chain)
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -430,51 +388,30 @@ class JournalWriter:
         if self._poisoned is not None:
             raise WriterPoisoned(f"{self.name}: writer is unusable after an earlier failure: {self._poisoned}")
 
-    def _restore_fold(self) -> None:
-        """A refused candidate spent the fold (it may be half applied): fold the journal again."""
-        if self._refold is None:
-            raise RuntimeError("this writer cannot fold its journal again")
-        self.fold = self._refold()
-
-    def _stamp(self, facts: list[Fact]) -> list[Fact]:
-        timestamp = self._clock()
-        seq = self.fold.next_seq
-        stamped: list[Fact] = []
-        for fact in facts:
-            stamped.append(msgspec.structs.replace(fact, seq=seq, timestamp=timestamp, id=fact.id or uuid7(timestamp)))
-            seq += 1
-        if self.fold.version >= 3:
-            stamped.append(SealFact(seq=seq, id=uuid7(timestamp), timestamp=timestamp, chain=self.fold.chain))
-        return stamped
-
-    def _append(self, data: bytes, label: str) -> None:
+    def _write(self, line: bytes, label: str) -> None:
+        """Fold the line, then append it; a refused line spent the fold (it may be half applied): fold the journal again."""
         try:
-            self._appender.append(data, label)
+            self.fold.apply_line(line)
+        except CorruptionError as error:
+            self.fold = fold_chunks(self.chunks())
+            raise CommitRejected(error) from None
+        try:
+            self._appender.append(line + b"\n", label)
         except OSError as error:
             self._poisoned = f"{error.strerror or error} while appending"
             raise WriterPoisoned(f"{self.name}: {self._poisoned}; nothing more is appended") from error
-
-    # -- closing --------------------------------------------------------------
-
-    @property
-    def seal_missing(self) -> bool:
-        """A v3 journal this writer changed whose last line is not covered by a seal."""
-        return self.fold.version >= 3 and self._committed and not self.fold.state.sealed
+        self._committed = True
 
     def close(self, *, seal: bool = True) -> None:
-        """Release the session; a clean close first appends a seal-only line covering the last line.
+        """Release the session; a clean close of a v3 journal this writer changed first seals its last line.
 
-        Only a writer that appended something seals: opening a session and
-        finding nothing to do (or a blocked recovery) writes nothing at all.
-        A seal that cannot be written (a full disk) is reported by raising
-        :class:`WriterPoisoned` after the session is released; the journal is
-        valid, with an open tail that ``resume`` seals later.
+        A seal that cannot be written (a full disk) raises :class:`WriterPoisoned` once the session is released.
         """
         with self._mutex:
             if self._closed:
                 return
             try:
-                if seal and self._poisoned is None and self.seal_missing:
+                if seal and self._poisoned is None and self.fold.version >= 3 and self._committed and not self.state.sealed:
                     self.commit_seal()
             finally:
                 self._closed = True
@@ -483,8 +420,7 @@ class JournalWriter:
     def seal_missing_on_idle(self) -> bool:
         """Seal an idle v3 journal whose last line is not covered (a crash, or a full disk, at the closing seal).
 
-        Returns whether a seal was appended.  Nothing is written to a v2
-        journal, to a sealed one, or to one that holds only its header.
+        Returns whether a seal was appended (never to a v2 journal, a sealed one, or one that holds only its header).
         """
         with self._mutex:
             fold = self.fold
@@ -492,19 +428,6 @@ class JournalWriter:
                 return False
             self.commit_seal()
             return True
-
-    def commit_seal(self) -> None:
-        """Append a seal-only line covering the last line (a clean close, or ``resume`` sealing an idle tail)."""
-        with self._mutex:
-            self._check_usable()
-            timestamp = self._clock()
-            seal = SealFact(seq=self.fold.next_seq, id=uuid7(timestamp), timestamp=timestamp, chain=self.fold.chain)
-            line = encode_seal_only(seal)
-            with _signals_deferred():
-                self.fold.apply_line(line)
-                self._append(line + b"\n", "seal")
-            self._committed = True
-        failpoints.maybe_crash("after-commit:seal")
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -519,11 +442,7 @@ def _starts_attempt(facts: list[Fact]) -> bool:
 
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends (then they are delivered).
-
-    Only the main thread receives these signals; in another thread the mask
-    change is harmless (and ``pthread_sigmask`` is per thread).
-    """
+    """Hold SIGINT and SIGTERM until the block ends (then they are delivered); per thread, harmless off the main one."""
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:

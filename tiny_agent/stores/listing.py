@@ -1,8 +1,5 @@
-"""What every store lists: a session's summary, its row in ``sessions``, its usage buckets for ``report``.
-
-Pure: states and lines in, values out.  The file store keeps summaries in its
-index file, the PostgreSQL store in its index table; both make rows here.
-"""
+"""What every store lists, made from states and lines (no I/O): a session's summary, its row in ``sessions``, its usage
+buckets for ``report``.  The file store keeps summaries in its index file, the PostgreSQL store in its index table."""
 
 from __future__ import annotations
 
@@ -76,19 +73,15 @@ class Listed(msgspec.Struct):
     cwd: str | None
     model: str | None
     status: str
-    """``idle``, ``failed``, ``aborted``, ``truncated``, ``step-limit``, ``crashed``, ``running by pid N``,
-    ``locked by pid N`` (idle, held by a writer such as a chat), ``corrupt`` or ``unreadable``."""
+    """A :data:`Status`, or ``crashed``, ``running by pid N``, ``locked by pid N`` (docs/cli.md, *sessions*)."""
     runs: int
     prompt: str | None
     tokens: int
-    """Input, output, cache read and cache write together."""
     input: int
     output: int
     error: str | None = None
     reason: str | None = None
-    """How the last run ended, in words, when it did not simply complete."""
     parent: str | None = None
-    """A fork's parent session id."""
     lineage: str | None = None
     """Where the session came from, in words: ``fork of <handle> at line N`` or ``upgrade of <v2 file>``."""
 
@@ -143,10 +136,8 @@ _FAILURE_STATUS: Final[dict[str, Status]] = {"length_without_calls": "truncated"
 
 
 def listed_row(summary: Summary, handle: str, name: str, holder: str | None, handles: Mapping[str, str]) -> Listed:
-    """A row of ``sessions``: ``holder`` says who writes the session now (``pid N``; empty if unknown), None if nobody does.
-
-    ``handles`` names a fork's parent by its handle when the store holds it.
-    """
+    """A row of ``sessions``: ``holder`` says who writes the session now (``pid N``; empty if unknown), None if nobody does;
+    ``handles`` names a fork's parent when the store holds it."""
     status: str = summary.status
     if holder is not None:
         by = f" by {holder}" if holder else ""
@@ -173,8 +164,6 @@ def listed_row(summary: Summary, handle: str, name: str, holder: str | None, han
         lineage=lineage_words(summary.origin, parent, handles.get(parent.session) if parent is not None else None),
     )
 
-
-# -- usage per day and model, runs by outcome (for ``report``) ----------------------------
 
 
 class _Snapshot(msgspec.Struct):
@@ -214,11 +203,8 @@ COST_MARK: Final = b'\\"cost\\"'
 
 
 def usage_buckets(lines: Iterator[tuple[int, bytes]], header_model: str) -> list[Bucket]:
-    """Usage per (UTC day, model), runs by outcome, and the costs responses reported, from an accepted journal.
-
-    A light second read: only each fact's envelope is decoded, and the body of a response only when its
-    line holds ``"cost"``.
-    """
+    """Usage per (UTC day, model), runs by outcome, and the costs responses reported, from an accepted journal: only each
+    fact's envelope is decoded, and the body of a response only when its line holds ``"cost"``."""
     tally = _Tally(header_model)
     for number, line in lines:
         if number > 1:

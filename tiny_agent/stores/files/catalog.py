@@ -1,12 +1,5 @@
-"""The file store's index: ``sessions`` and ``report`` without reducing every journal every time.
-
-``.tiny-agent-index.json`` in the sessions directory keeps each journal's
-summary (with its usage buckets) and what the journal looked like when it was
-summarized: its length and a digest of its last bytes.  A summary is trusted
-only while both still match; anything else is reduced again and the index
-rewritten.  The index is a cache: delete it and it is rebuilt.  Whether a
-writer holds a session is always checked live.
-"""
+"""The file store's index, ``.tiny-agent-index.json``: each journal's summary (with its usage buckets), trusted while
+the journal's length and last bytes match (a cache; docs/oversight.md, *sessions*).  Writers are always checked live."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -23,7 +16,7 @@ import msgspec
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal.links import Origin
 from tiny_agent.journal.state import SessionState
-from tiny_agent.stores.base import shortest_handles
+from tiny_agent.stores.base import ProgressCallback, shortest_handles
 from tiny_agent.stores.files.disk import NotAJournal, file_chunks, file_holder, list_journals, open_regular, session_id_of
 from tiny_agent.stores.listing import Listed, ReportEntry, Summary, failed_summary, listed_row, summary_of, usage_buckets
 
@@ -32,8 +25,6 @@ INDEX_VERSION: Final = 7
 """3: usage and runs per day and model (``buckets``); 4: how the last run ended; 5: ``origin``, ``parent``;
 6: ``usage`` as one object, and a corrupt journal's intact header; 7: the costs responses reported."""
 TAIL_BYTES: Final = 4096
-
-Progress = Callable[[int, int], None]
 
 
 class IndexEntry(msgspec.Struct):
@@ -48,7 +39,7 @@ class Index(msgspec.Struct):
 
 
 def list_sessions(
-    directory: Path, limit: int | None = None, progress: Progress | None = None, cwd: str | None = None
+    directory: Path, limit: int | None = None, progress: ProgressCallback | None = None, cwd: str | None = None
 ) -> list[Listed]:
     """Newest first (only those made in ``cwd`` when given); reduces only what the index cannot vouch for."""
     rows: list[Listed] = []
@@ -60,7 +51,7 @@ def list_sessions(
     return rows
 
 
-def report_entries(directory: Path, cwd: str | None = None, progress: Progress | None = None) -> list[ReportEntry]:
+def report_entries(directory: Path, cwd: str | None = None, progress: ProgressCallback | None = None) -> list[ReportEntry]:
     """Every session's summary with its buckets, newest first (only those made in ``cwd`` when given)."""
     return [
         ReportEntry(handle=handles.get(session_id_of(path) or "", ""), path=str(path), summary=summary)
@@ -79,12 +70,9 @@ def known_lengths(directory: Path) -> dict[str, int]:
     return {name: entry.size for name, entry in _load_index(directory).journals.items()}
 
 
-def _summaries(directory: Path, progress: Progress | None) -> Iterator[tuple[Path, Summary, dict[str, str]]]:
-    """Each journal's summary and the store's handles, newest first, from the index where it still vouches.
-
-    The index is saved if it changed, also when the caller stops early (``--limit``): ``finally`` runs when a
-    generator is closed.
-    """
+def _summaries(directory: Path, progress: ProgressCallback | None) -> Iterator[tuple[Path, Summary, dict[str, str]]]:
+    """Each journal's summary and the store's handles, newest first, from the index where it still vouches (saved if it
+    changed, also when the caller stops early: ``finally`` runs when a generator is closed)."""
     journals = list_journals(directory)
     handles = shortest_handles([session_id_of(path) or "" for path in journals])
     index = _load_index(directory)
@@ -169,7 +157,7 @@ def _fingerprint(path: Path) -> tuple[int, str]:
 
 
 def _load_index(directory: Path) -> Index:
-    """The index if it is a regular file we can read and decode; otherwise an empty one (it is only a cache)."""
+    """The index if it is a regular file we can read and decode; otherwise an empty one."""
     try:
         with os.fdopen(open_regular(directory / INDEX_NAME, os.O_NOFOLLOW), "rb") as file:
             index = msgspec.json.decode(file.read(), type=Index)
@@ -179,7 +167,7 @@ def _load_index(directory: Path) -> Index:
 
 
 def _save_index(directory: Path, index: Index) -> None:
-    """Write the index atomically (a reader never sees half of it); failing to write only costs speed."""
+    """Write the index atomically (a reader never sees half of it); a read-only or full directory only costs speed."""
     staging = directory / f".{INDEX_NAME}.{os.getpid()}.new"
     try:
         fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -187,6 +175,5 @@ def _save_index(directory: Path, index: Index) -> None:
             file.write(msgspec.json.encode(index))
         os.replace(staging, directory / INDEX_NAME)
     except OSError:
-        # The index is a cache: a read-only or full directory only costs the next listing some speed.
         with contextlib.suppress(OSError):
             staging.unlink(missing_ok=True)

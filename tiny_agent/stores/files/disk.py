@@ -1,12 +1,6 @@
-"""Journal files on one machine: their names, the writer's lock, appending, and making files appear whole.
+"""Journal files on one machine: their names, the writer's lock, appending, and files that appear whole or not at all.
 
-- :class:`WriterLock`: one writer per journal across processes, an exclusive
-  ``flock`` on ``<journal>.lock`` that names its holder's pid;
-- :class:`FileAppender`: whole lines appended with one ``write`` each, fsynced when asked;
-- a journal (or a copy of one) created atomically, a torn tail cut into a sidecar,
-  a path checked to be a journal before anything is created beside it.
-
-Every file made here is 0600, and none is left behind by a failure.
+Every file made here is 0600, and none is left behind by a failure (docs/agent.md, *The writer*; docs/journal.md).
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -27,7 +21,6 @@ from tiny_agent.stores import failpoints
 CHUNK_SIZE: Final = 1 << 20
 HEADER_PROBE: Final = 64 * 1024
 """How much of a file is read to tell whether it starts like a journal."""
-JOURNAL_SUFFIX: Final = ".jsonl"
 
 _JOURNAL_NAME = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)_(?P<id>[0-9a-f-]{36})\.jsonl")
 _READ_ONLY: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -50,7 +43,7 @@ class SessionLocked(Locked):
 
 def journal_name(session_id: str, created_ms: int) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(created_ms / 1000))
-    return f"{stamp}_{session_id}{JOURNAL_SUFFIX}"
+    return f"{stamp}_{session_id}.jsonl"
 
 
 def session_id_of(path: Path) -> str | None:
@@ -70,8 +63,7 @@ def list_journals(directory: Path) -> list[Path]:
     except OSError as error:
         raise os_error(error, f"sessions directory {directory}") from None
     found = [Path(entry.path) for entry in entries if _JOURNAL_NAME.fullmatch(entry.name) and _is_plain_file(entry)]
-    found.sort(key=lambda path: path.name, reverse=True)
-    return found
+    return sorted(found, key=lambda path: path.name, reverse=True)
 
 
 def _is_plain_file(entry: os.DirEntry[str]) -> bool:
@@ -108,12 +100,8 @@ def file_chunks(path: Path) -> Iterator[bytes]:
 
 
 def check_journal_file(path: Path) -> None:
-    """Refuse a path that is not a regular journal file, before anything is created beside it.
-
-    Only a regular file (not a symbolic link) whose first line looks like a
-    header passes; the reducer validates the header in full later.  This
-    keeps a lock file from appearing beside ``/etc/passwd``.
-    """
+    """Refuse a path that is not a regular file (no link) starting like a journal before a lock file is made beside it
+    (say, beside ``/etc/passwd``); the reducer checks the header in full later."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -139,12 +127,8 @@ def lock_path(journal: Path) -> Path:
 
 
 class WriterLock:
-    """An exclusive, non-blocking ``flock`` on ``<journal>.lock``, recording the holder's pid.
-
-    The lock file is removed on release.  That is safe because acquiring
-    checks, after the ``flock``, that the path still names the locked file: a
-    process that locked a file someone else just removed tries again.
-    """
+    """An exclusive, non-blocking ``flock`` on ``<journal>.lock``, recording the holder's pid; removed on release, which
+    is safe because a process that locked a file someone just removed (the path names another) tries again."""
 
     def __init__(self, journal: Path) -> None:
         self.path = lock_path(journal)
@@ -268,11 +252,20 @@ def write_all(fd: int, data: bytes) -> None:
 
 def create_file(path: Path, content: bytes) -> tuple[int, WriterLock]:
     """Make ``path`` appear with ``content`` complete, or not at all (nor its lock); an append descriptor and the held lock."""
+    return _locked(path, os.O_WRONLY, lambda: publish_file(path, (content,), True, "create"))
+
+
+def open_for_append(path: Path) -> tuple[int, WriterLock]:
+    """Lock an existing journal and open it for appending (after :func:`check_journal_file`)."""
+    return _locked(path, os.O_RDWR, lambda: None)
+
+
+def _locked(path: Path, mode: int, before: Callable[[], None]) -> tuple[int, WriterLock]:
     lock = WriterLock(path)
     lock.acquire()
     try:
-        publish_file(path, (content,), True, "create")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        before()
+        fd = os.open(path, mode | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     except BaseException:
         lock.release()
         raise
@@ -282,10 +275,8 @@ def create_file(path: Path, content: bytes) -> tuple[int, WriterLock]:
 def publish_file(path: Path, chunks: Iterable[bytes], fsync: bool, label: str) -> None:
     """Make ``path`` (0600) appear holding ``chunks`` complete, or not at all; never over a file (FileExistsError).
 
-    The bytes go to a staging file linked into place once complete; if
-    ``chunks`` raises (a copy that would not be a valid journal), nothing
-    appears.  The failpoint ``before-link:<label>`` kills the process with the
-    staging file complete: a crash leaves a hidden ``.<name>.<pid>.new``, never a partial file.
+    Written to a hidden ``.<name>.<pid>.new`` linked into place once complete: nothing appears if ``chunks`` raises (a
+    copy that would not be a valid journal), and a crash (failpoint ``before-link:<label>``) leaves only that file.
     """
     staging = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -310,18 +301,6 @@ def publish_file(path: Path, chunks: Iterable[bytes], fsync: bool, label: str) -
         fsync_directory(path.parent)
 
 
-def open_for_append(path: Path) -> tuple[int, WriterLock]:
-    """Lock an existing journal and open it for appending (after :func:`check_journal_file`)."""
-    lock = WriterLock(path)
-    lock.acquire()
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except BaseException:
-        lock.release()
-        raise
-    return fd, lock
-
-
 def make_private(fd: int) -> int | None:
     """Reset a journal to 0600 (as the reference store does on reopen); the mode it had, if it changed."""
     mode = stat.S_IMODE(os.fstat(fd).st_mode)
@@ -340,10 +319,8 @@ def fsync_directory(directory: Path) -> None:
 
 
 def cut_torn_tail(path: Path, fd: int, committed_length: int, stamp: int) -> Path | None:
-    """Move the bytes after the last LF into a sidecar ``<journal>.torn-<stamp>``, then cut the journal to its lines.
-
-    The sidecar is complete and on disk before the journal is cut, so the bytes are never in neither place.
-    """
+    """Move the bytes after the last LF into a sidecar ``<journal>.torn-<stamp>`` (complete and on disk first, so they
+    are never in neither place), then cut the journal to its lines."""
     size = os.fstat(fd).st_size
     if size <= committed_length:
         return None

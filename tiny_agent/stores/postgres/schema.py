@@ -1,10 +1,5 @@
-"""The PostgreSQL store's schema and statements, and the names it shows: pure (no driver, no I/O).
-
-The tables (docs/service.md, *The schema*) live in the connection's current
-schema, so one database can hold several stores.  Ids and tails use the ``C``
-collation: prefix lookups and the neighbour queries that make handles are then
-plain b-tree lookups.
-"""
+"""The PostgreSQL store's tables and statements (docs/service.md, *The schema*), and the names it shows: pure (no driver,
+no I/O)."""
 
 from __future__ import annotations
 
@@ -122,20 +117,13 @@ BYTES, LINES, NEIGHBOURS_AT, VOUCHED_AT = 19, 20, 21, 23
 VOUCHED: Final = """(SELECT count(*) = s.lines AND coalesce(sum(octet_length(l.bytes)), 0) + count(*) = s.bytes
         AND coalesce(bool_and(age(l.xmin) >= age(s.xmin)), true)
     FROM tiny_agent_lines l WHERE l.session_id = s.id)"""
-"""Whether the index row still vouches for the session's rows: as many, as long, and none written after it.
-
-Every writer's line goes in with its index row's update, in one transaction, so a row whose ``xmin`` is
-newer than the index row's was changed (or put there) behind the writer's back; a deleted row changes the
-count.  Visits the session's rows (not their contents), as the file store reads each journal's length and tail.
-"""
+"""Whether the index row still vouches for the session's rows: as many, as long, and none written after it (an ``xmin``
+newer than the index row's; docs/service.md, *Reading at scale*)."""
 
 
 def lock_key(schema: str, session_id: str) -> int:
-    """The advisory lock key of a session's writer: 64 bits of SHA-256 over the store's schema and the id.
-
-    The schema is part of it so that two stores in one database (the same
-    session imported into both, say) never block each other's writers.
-    """
+    """The advisory lock key of a session's writer: 64 bits of SHA-256 over the store's schema (two stores in one database
+    never block each other's writers) and the id."""
     digest = hashlib.sha256(LOCK_NAMESPACE + schema.encode() + b"\x00" + session_id.encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 

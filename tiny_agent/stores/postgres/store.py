@@ -85,8 +85,6 @@ class PgStore(Database):
         del sessions_dir_flag
         return cls(location)
 
-    # -- naming sessions -------------------------------------------------------------------
-
     def resolve(self, reference: str) -> Session:
         """A path is that journal file; otherwise a session id, a handle, or a unique prefix of an id, in the database."""
         if is_journal_path(reference):
@@ -116,8 +114,6 @@ class PgStore(Database):
     def sessions(self) -> list[Session]:
         rows = self.query("SELECT id FROM tiny_agent_sessions ORDER BY created_at DESC, id DESC")
         return [self.session(row[0]) for row in rows]
-
-    # -- reading ----------------------------------------------------------------------------
 
     def chunks(self, session: Session) -> Iterator[bytes]:
         """The journal's bytes, about a megabyte at a time, streamed from a server-side cursor (memory stays bounded)."""
@@ -156,8 +152,6 @@ class PgStore(Database):
     def held_locks(self) -> dict[tuple[int, int], str]:
         return {(row[0], row[1]): pgschema.holder_words(row[3], row[2]) for row in self.query(pgschema.HELD_LOCKS)}
 
-    # -- listing ------------------------------------------------------------------------------
-
     def listing(
         self, *, cwd: str | None = None, limit: int | None = None, progress: ProgressCallback | None = None
     ) -> list[Listed]:
@@ -175,9 +169,7 @@ class PgStore(Database):
         entries = []
         for summary, handle, row in self._indexed(", s.buckets, s.buckets_lines", cwd, None):
             buckets, buckets_lines, lines = row[-2], row[-1], row[pgschema.LINES]
-            if summary.status == "corrupt":
-                pass  # report names it among the sessions it skipped
-            else:
+            if summary.status != "corrupt":  # else report names it among the sessions it skipped
                 kept = read_kept(buckets) if buckets is not None and buckets_lines == lines and row[pgschema.VOUCHED_AT] else None
                 summary.buckets = self._buckets(summary, lines) if kept is None else kept
             entries.append(ReportEntry(handle=handle, path=summary.session, summary=summary))
@@ -228,8 +220,6 @@ class PgStore(Database):
             (kept_buckets(buckets), lines, summary.session),
         )
         return buckets
-
-    # -- writing -------------------------------------------------------------------------------
 
     def create(
         self, *, cwd: str, provider: str, model: str, environment_identity: str, durability: Durability = "fsync"
@@ -295,18 +285,8 @@ class PgStore(Database):
             if isinstance(error, psycopg.Error):
                 raise self.unavailable(what, error) from None
             raise
-        return self._writer(conn, session_id, fold, key)
-
-    def _writer(self, conn: Connection, session_id: str, fold: Fold, key: int) -> JournalWriter:
-        appender = RowAppender(self, conn, session_id, fold.lines, key)
-        writer = JournalWriter(
-            appender,
-            fold,
-            path=Path(session_id),
-            reader=lambda: read_chunks(conn, session_id),
-            refold=lambda: fold_rows(session_id, conn),
-        )
-        appender.fold_of = lambda: writer.fold
+        appender = RowAppender(self, conn, session_id, fold.lines, key, lambda: writer.fold)
+        writer = JournalWriter(appender, fold, reader=lambda: read_chunks(conn, session_id))
         if "raw" not in fold.profile.fact_kinds:
             writer.refuse_model_calls(cannot_record_responses(Path(session_id)))
         return writer
@@ -314,13 +294,8 @@ class PgStore(Database):
     def create_from(
         self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
     ) -> Session:
-        """A new session holding exactly ``lines`` (the header first), all committed in one transaction or none.
-
-        Every line goes through a fold on its way in (the index row is made
-        from it): a line the fold refuses rolls everything back.  The
-        failpoint ``before-link:<label>`` kills the process with every row
-        sent and the transaction not yet committed.
-        """
+        """A new session holding exactly ``lines``, each folded on its way in (a refused one rolls everything back), in one
+        transaction; the failpoint ``before-link:<label>`` kills the process with every row sent, nothing committed."""
         del created
         conn = self.connect(writer=True, durability=durability)
         fold = Fold()
@@ -352,15 +327,12 @@ class PgStore(Database):
 class RowAppender:
     """A PostgreSQL writer's end: each line one row, its index row updated in the same statement."""
 
-    def __init__(self, store: PgStore, conn: Connection, session_id: str, lines: int, key: int) -> None:
+    def __init__(self, store: PgStore, conn: Connection, session_id: str, lines: int, key: int, fold_of: Callable[[], Fold]):
         self.name = self._session_id = session_id
-        self._store, self._conn, self._key, self._lines = store, conn, key, lines
-        self.fold_of: Callable[[], Fold] | None = None
+        self._store, self._conn, self._key, self._lines, self.fold_of = store, conn, key, lines, fold_of
 
     def append(self, data: bytes, label: str) -> None:
         failpoints.disk_full(label)
-        if self.fold_of is None:
-            raise RuntimeError("the appender is not bound to its writer")
         number = self._lines + 1
         params = index_row(self._session_id, self.fold_of(), now_ms())
         params.update(number=number, data=data[:-1] if data.endswith(b"\n") else data)
@@ -382,11 +354,8 @@ class RowAppender:
         self._lines = number
 
     def close(self) -> None:
-        """Release the session's lock, then close the connection (which would release it too, but a moment later).
-
-        The server ends a closed connection's backend asynchronously: without the unlock, a writer opened
-        right after this one closed could still find the session held.
-        """
+        """Release the session's lock first: the server ends a closed connection's backend (and its lock) a moment later,
+        when a writer opened right after this one could still find the session held."""
         with contextlib.suppress(psycopg.Error):
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
         self._conn.close()

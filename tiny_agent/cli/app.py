@@ -1,9 +1,7 @@
 """The typer application, made from :mod:`tiny_agent.cli.declarations`, and the one place where its errors become a line.
 
-Each declared command becomes a typer command whose parameters are the
-declaration's (groups spliced in); the command builds the declaration's
-Struct from what typer parsed and calls the body it names.  The app imports
-no command module: bodies are found by name when a command runs.
+Each command builds its declaration's Struct from what typer parsed and calls the body it names (found by name: the
+app imports no command module).
 """
 
 from __future__ import annotations
@@ -29,9 +27,7 @@ HELP = (
 def _plain_help() -> None:
     """Help text people expect: ``SESSION``, not typer 0.29's ``{SESSION}`` in the usage line and ``SESSION <str>``.
 
-    Options get a plain metavar where they are declared; arguments have no such
-    switch, so their two display methods are replaced (on a typer without them
-    nothing changes; tests/test_cli_docs.py checks every command's help for the noise).
+    Arguments have no plain-metavar switch, so their two display methods are replaced (tests/test_cli_docs.py checks).
     """
 
     def usage_name(self: Any) -> str:
@@ -73,8 +69,7 @@ def _add(app: typer.Typer, name: str, command: type[Command]) -> None:
     declared = list(parameters(command))
 
     def run(**values: object) -> object:
-        built = build(command, values)
-        return body_of(command)(built)
+        return body_of(command)(build(command, values))
 
     run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from tiny_agent.cli.basics import Found, Where, progress
-from tiny_agent.cli.driving import Started, runtime_for, start
-from tiny_agent.cli.settings import durability_of, endpoint_for, recorded_target
+from tiny_agent.cli.driving import Started, runtime_for, show_answer, start
+from tiny_agent.cli.settings import endpoint_for, parse_durability, recorded_target
 from tiny_agent.cli.writing import new_session, writer_handle
 from tiny_agent.oversight.render import counted
 
@@ -94,12 +94,7 @@ class _Chat:
         self.show(result)
 
     def show(self, result: DriveResult) -> None:
-        display = self.display
-        shown_live = display is not None and result.final is not None and display.printed_text.strip() == result.final.strip()
-        if result.final is not None and not shown_live:
-            sys.stdout.write(result.final.rstrip("\n") + "\n")
-        if result.cut_off:
-            progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
+        show_answer(result, self.display)
         if result.status == "failed":
             progress(f"the run failed: {result.reason}")
         elif result.status == "aborted":
@@ -130,7 +125,7 @@ class _Chat:
     def clear(self, rest: str) -> None:
         from tiny_agent.agent.tools.toolbox import terminal_approver
 
-        before, writer = self.handle, new_session(self.endpoint, self.where, durability_of(self.options))
+        before, writer = self.handle, new_session(self.endpoint, self.where, parse_durability(self.options.durability))
         self.writer.close()
         self.writer = writer
         if self.runtime.toolbox.approve is not None:

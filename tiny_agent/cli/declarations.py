@@ -1,13 +1,8 @@
-"""Every command and option of the command line, declared once: typer's app and the lean parser are both made from here.
+"""Every command and option, declared once (no typer): typer's app and the lean parser are both made from here.
 
-A command is a Struct: its docstring is its help, its fields are its
-parameters in the order ``--help`` lists them, a field's type and default are
-the parameter's, and its ``Annotated`` metadata says how it is spelt
-(:class:`Opt`, :class:`Arg`).  A field whose type is a Struct is a group of
-options shared by several commands (:class:`Drive`, :class:`Stored`), spliced
-in where it stands; :class:`Omit` leaves some of a group out.  ``body`` names
-the function that runs the command; it takes the command's Struct.  Nothing
-here imports typer: the lean path (:mod:`tiny_agent.cli.lean`) reads this too.
+A command is a Struct: its docstring is its help, its fields its parameters in ``--help`` order, spelt by their
+``Annotated`` :class:`Opt` or :class:`Arg`; a Struct-typed field is a group of options spliced in where it stands
+(:class:`Omit` leaves some out).  ``body`` names the function that runs the command, given its Struct.
 """
 
 import re
@@ -51,9 +46,9 @@ class Arg(msgspec.Struct, frozen=True):
 
 
 class Omit(msgspec.Struct, frozen=True):
-    """On a group: the options of the group this command does not take (they keep the group's defaults)."""
+    """On a group: the options of the group this command does not take, by field name (they keep the group's defaults)."""
 
-    names: tuple[str, ...]
+    fields: str
 
 
 # -- the option groups -------------------------------------------------------------------------------
@@ -247,19 +242,8 @@ class Compact(Command):
     drive: Annotated[
         Drive,
         Omit(
-            (
-                "system",
-                "allow_bash",
-                "allow_write",
-                "no_project_instructions",
-                "mcp",
-                "allow_mcp",
-                "max_tokens",
-                "tool_choice",
-                "max_steps",
-                "compact_at",
-                "no_auto_compact",
-            )
+            "system allow_bash allow_write no_project_instructions mcp allow_mcp max_tokens tool_choice max_steps compact_at "
+            "no_auto_compact"
         ),
     ] = Drive()
     stored: Stored = Stored()
@@ -444,7 +428,7 @@ def parameters(command: type[msgspec.Struct]) -> Iterator[Param]:
     for field in msgspec.structs.fields(command):
         plain, spelt = _split(field.type)
         if _is_group(plain):
-            omitted = spelt.names if isinstance(spelt, Omit) else ()
+            omitted = spelt.fields.split() if isinstance(spelt, Omit) else []
             yield from (parameter for parameter in parameters(plain) if parameter.name not in omitted)
         elif isinstance(spelt, Opt | Arg):
             yield Param(field.name, _kind(plain, spelt), plain, field.default, spelt)

@@ -1,4 +1,4 @@
-"""Commands that drive a session: run, demo, resume."""
+"""Commands that drive a session: run, demo, resume, compact (and what chat shares with them)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from tiny_agent.cli.basics import Found, Where, corrupt, print_json, progress, r
 from tiny_agent.cli.declarations import Drive
 from tiny_agent.cli.settings import (
     compacting_for,
-    durability_of,
     endpoint_for,
     limits_for,
+    parse_durability,
     policy_for,
     recorded_options,
     recorded_target,
@@ -29,7 +29,6 @@ from tiny_agent.errors import (
     StepLimitReached,
     StorageError,
     Terminated,
-    TinyAgentError,
     UsageError,
 )
 from tiny_agent.oversight.render import counted
@@ -47,11 +46,8 @@ if TYPE_CHECKING:
 def _drive(
     writer: JournalWriter, runtime: Runtime, action: Callable[[Driver], DriveResult], verbose: bool = False
 ) -> tuple[DriveResult, str | None]:
-    """Run ``action`` (a Driver method), always release the session, and say if the closing seal failed.
-
-    A closing seal that cannot be written (a full disk) does not hide the
-    run's outcome: the caller reports the outcome first, then the seal.
-    """
+    """Run ``action`` (a Driver method), always release the session, and say if the closing seal failed (a full disk):
+    the caller reports the outcome first, then the seal."""
     from tiny_agent.agent.loop import Driver
     from tiny_agent.stores.journal import WriterPoisoned
 
@@ -90,19 +86,26 @@ def _finish(
                 "usage": writer.state.usage,
             }
         )
-    elif result.final is not None and (display is None or display.printed_text.strip() != result.final.strip()):
+    else:
         if result.status == "completed" or result.cut_off:
-            sys.stdout.write(result.final.rstrip("\n") + "\n")
-    if result.status == "completed" and result.reason and not as_json:
-        progress(f"completed, but {result.reason}")
-    if result.cut_off and not as_json:
-        progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
+            show_answer(result, display)
+        if result.status == "completed" and result.reason:
+            progress(f"completed, but {result.reason}")
     if seal_failure is not None:
         raise StorageError(
             f"{seal_failure}; the outcome above is durable, but the journal's last line is not sealed: "
             f"`tiny-agent resume {handle}` seals it once there is space"
         )
     _raise_for(result, writer, handle)
+
+
+def show_answer(result: DriveResult, display: TerminalDisplay | None) -> None:
+    """The final answer on stdout unless the live display printed it already, and whether the token limit cut it off."""
+    final = result.final
+    if final is not None and (display is None or display.printed_text.strip() != final.strip()):
+        sys.stdout.write(final.rstrip("\n") + "\n")
+    if result.cut_off:
+        progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
 
 
 def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
@@ -205,27 +208,29 @@ class Started(NamedTuple):
 
 
 def start(options: Drive, where: Where, session: str | None, continue_: bool, summary: str | None = None) -> Started:
-    """Open ``session`` (or the newest one here, or a new one made once the endpoint is known) and its runtime.
-
-    The endpoint comes from the flags over what the session recorded; a writer
-    opened here is closed unsealed if anything after it fails.
-    """
+    """Open ``session`` (or the newest one here, or a new one made once the endpoint is known) and its runtime."""
     if session is not None and continue_:
         raise UsageError("--session and --continue are exclusive")
-    durability = durability_of(options)
+    durability = parse_durability(options.durability)
     found = where.find(session) if session is not None else newest_here(where) if continue_ else None
     writer = open_idle(found, durability) if found is not None else None
+    endpoint, display, runtime = _prepare(options, writer, require_key=True, summary=summary)
+    return Started(writer or new_session(endpoint, where, durability), endpoint, display, runtime)
+
+
+def _prepare(
+    options: Drive, writer: JournalWriter | None, *, require_key: bool, summary: str | None = None
+) -> tuple[Endpoint, TerminalDisplay | None, Runtime]:
+    """The endpoint (the flags over what the session recorded), the display and the runtime; ``writer`` is closed
+    unsealed if any of it fails."""
     try:
-        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=True)
+        endpoint = endpoint_for(options, recorded_target(writer.state) if writer else None, require_key=require_key)
         display = _display()
-        runtime = runtime_for(options, endpoint, display, summary, writer.state if writer else None)
+        return endpoint, display, runtime_for(options, endpoint, display, summary, writer.state if writer else None)
     except BaseException:
         if writer is not None:
             writer.close(seal=False)
         raise
-    if writer is None:
-        writer = new_session(endpoint, where, durability)
-    return Started(writer, endpoint, display, runtime)
 
 
 def run(args: Run) -> None:
@@ -279,63 +284,40 @@ def _demo_endpoint(options: Drive) -> Endpoint:
 
 
 def resume(args: Resume) -> None:
-    options = args.drive
-    if args.current_config is not None and not args.dry_run:
-        raise UsageError("--current-config only plans; add --dry-run")
-    if args.abort and args.dry_run:
-        raise UsageError("--abort and --dry-run are exclusive")
-    chosen_durability = durability_of(options)
-    found = Where(args.stored).find(args.session)
-    if args.dry_run:
-        _plan_only(found, args.current_config, options, args.as_json)
-        return
-    writer = open_writer(found, chosen_durability)
-    if _idle(writer):
-        return _close_idle(writer, args.as_json, found.store)
-    try:
-        endpoint = endpoint_for(options, recorded_target(writer.state), require_key=False)
-        display = _display()
-        runtime = runtime_for(options, endpoint, display, state=writer.state)
-    except TinyAgentError:
-        writer.close(seal=False)
-        raise
-    _resume_with(writer, runtime, args, display, found.store)
-
-
-def _idle(writer: JournalWriter) -> bool:
     from tiny_agent.journal.state import IdleOperation
 
-    return type(writer.state.operation) is IdleOperation
-
-
-def _close_idle(writer: JournalWriter, as_json: bool, store: Store) -> None:
-    """Nothing to resume (no provider needed): only an unsealed last line is sealed."""
-    path = writer.path
-    try:
-        sealed_now = writer.seal_missing_on_idle()
-    finally:
-        writer.close(seal=False)
-    if sealed_now:
-        progress(f"{path.name} was idle but its last line was not sealed; it is sealed now")
-    _say_nothing_to_do(as_json, writer, store)
-
-
-def _resume_with(writer: JournalWriter, runtime: Runtime, args: Resume, display: TerminalDisplay | None, store: Store) -> None:
-    path, abort, as_json = writer.path, args.abort, args.as_json
+    options, abort, as_json = args.drive, args.abort, args.as_json
+    if args.current_config is not None and not args.dry_run:
+        raise UsageError("--current-config only plans; add --dry-run")
+    if abort and args.dry_run:
+        raise UsageError("--abort and --dry-run are exclusive")
+    durability = parse_durability(options.durability)
+    found = Where(args.stored).find(args.session)
+    if args.dry_run:
+        return _plan_only(found, args.current_config, options, as_json)
+    writer, store = open_writer(found, durability), found.store
+    if type(writer.state.operation) is IdleOperation:  # nothing to resume (no provider needed): only an unsealed line is sealed
+        try:
+            sealed_now = writer.seal_missing_on_idle()
+        finally:
+            writer.close(seal=False)
+        if sealed_now:
+            progress(f"{writer.path.name} was idle but its last line was not sealed; it is sealed now")
+        return _say_nothing_to_do(as_json, writer, store)
+    _, display, runtime = _prepare(options, writer, require_key=False)
 
     def finish_it(driver: Driver) -> DriveResult:
         if abort:
             driver.abort()
         return driver.drive()
 
-    result, seal_failure = _drive(writer, runtime, finish_it, args.drive.verbose)
+    result, seal_failure = _drive(writer, runtime, finish_it, options.verbose)
     if result.status == "idle" and result.actions == 0 and seal_failure is None:
-        _say_nothing_to_do(as_json, writer, store)
-        return
+        return _say_nothing_to_do(as_json, writer, store)
     if abort and result.status == "aborted" and not result.interrupted and seal_failure is None:
         progress("session is idle again (aborted, as asked)")
         if as_json:
-            print_json({"path": str(path), "outcome": "aborted", "actions": result.actions})
+            print_json({"path": str(writer.path), "outcome": "aborted", "actions": result.actions})
         return
     if not as_json and result.status in ("completed", "aborted", "failed"):
         progress(f"session is idle again ({result.status})")

@@ -1,16 +1,6 @@
-"""``main``, and the lean path: the commands that only look at sessions, started without typer.
-
-Importing typer, click, pydantic and importlib.metadata costs several times
-what the rest of ``tiny-agent sessions`` does.  So :func:`main` parses the
-command line of a command whose body is in :mod:`tiny_agent.cli.looking`
-itself, from the same declarations typer's app is made of
-(:mod:`tiny_agent.cli.declarations`), when it understands all of it: every
-word a known option or an argument, a valid value wherever one belongs, no
-``--help``.  Anything else (help, completion, a misspelt or repeated option,
-a missing argument, a value typer would refuse, any other command) goes to
-typer, which says what is wrong; errors the commands raise end the same way
-on both paths (:func:`tiny_agent.cli.basics.exit_for`).
-"""
+"""``main``, and the lean path: a read-only command (body in :mod:`~tiny_agent.cli.looking`) whose line it understands
+completely runs without importing typer (which costs several times the rest of ``sessions``); anything else goes to
+typer, which says what is wrong (docs/cli.md; tests/test_lean_cli.py checks both paths agree)."""
 
 from __future__ import annotations
 

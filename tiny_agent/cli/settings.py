@@ -9,7 +9,7 @@ byte is written, so a bad flag or a missing key leaves nothing behind.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tiny_agent.cli.declarations import Drive, Opt, parameters
 from tiny_agent.errors import UsageError, os_error
@@ -112,17 +112,11 @@ def _positive(name: str, value: float | None, default: float) -> float:
     return value
 
 
-def durability_of(options: Drive) -> Durability:
-    return parse_durability(options.durability)
-
-
 def parse_durability(name: str) -> Durability:
     """``--durability``'s value, checked."""
-    if name == "fsync":
-        return "fsync"
-    if name == "process":
-        return "process"
-    raise UsageError(f"--durability must be fsync or process, not {name!r}")
+    if name not in ("fsync", "process"):
+        raise UsageError(f"--durability must be fsync or process, not {name!r}")
+    return cast("Durability", name)
 
 
 def system_prompt(value: str | None) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import until
 
 from tiny_agent.agent.tools.sandbox import (
     SandboxProbe,
@@ -329,13 +330,16 @@ def test_the_network_is_unreachable(tmp_path: Path, bubblewrap: SandboxProbe) ->
         probe = f"exec 3<>/dev/tcp/127.0.0.1/{listener.port} && echo connected"
         outside, outside_ok = run(ToolBox(tmp_path, allow_bash=True, sandbox="none"), probe)
         assert outside_ok and "connected" in outside  # the server works: only the sandbox keeps the command out
-        assert listener.connections == 1
+        until(lambda: listener.connections == 1, "the listener accepted the outside connection")
         content, ok = run(sandboxed(tmp_path), probe)
         assert not ok
         assert "connected" not in content
         assert "Connection refused" in content or "Network is unreachable" in content
-        time.sleep(0.3)
-        assert listener.connections == 1
+        # A marker connection from outside: accepts come in order, so once it is counted any connection the
+        # sandbox had made would have been counted before it.
+        socket.create_connection(("127.0.0.1", listener.port), timeout=10).close()
+        until(lambda: listener.connections >= 2, "the listener accepted the marker connection")
+        assert listener.connections == 2
     finally:
         listener.close()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from builders import RunWriter, new_writer
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, until
 
 from tiny_agent.errors import EXIT_TEMPFAIL, ConfigError, Misnamed
 from tiny_agent.journal.facts import EntryFact, UserEntry
@@ -157,33 +157,43 @@ def test_a_killed_writers_lock_is_gone_at_once(pg_url: str) -> None:
             time.sleep(0.05)
 
 
-def test_two_processes_racing_one_wins_one_is_locked_nothing_interleaves(pg_url: str) -> None:
+def test_two_processes_racing_one_wins_one_is_locked_nothing_interleaves(pg_url: str, tmp_path: Path) -> None:
     store = PgStore(pg_url)
     writer = store.create(cwd="/w", provider="custom", model="m", environment_identity="e")
     writer.close()
     session_id = writer.state.header.id
+    go, finish = tmp_path / "go", tmp_path / "finish"
+    # Both racers are released together by one file; the winner then holds its lock until the loser has been
+    # refused (a loaded machine may start one racer long after the other: time alone would not make them meet).
     script = f"""
         import sys, time
+        from pathlib import Path
         from tiny_agent.stores.postgres.store import PgStore
         from tiny_agent.errors import TinyAgentError
         from tiny_agent.journal.facts import EntryFact, UserEntry
         from tiny_agent.journal.ids import uuid7
         from tiny_agent.journal.transcript import UserMessage
+        def wait_for(path):
+            deadline = time.monotonic() + 120
+            while not Path(path).exists():
+                assert time.monotonic() < deadline, path
+                time.sleep(0.005)
         store = PgStore({pg_url!r})
-        start = float(sys.argv[1])
-        time.sleep(max(0, start - time.time()))
+        wait_for({str(go)!r})
         try:
             writer = store.open_writer(store.session({session_id!r}), "fsync")
         except TinyAgentError as error:
             print(error, file=sys.stderr); sys.exit(error.exit_code)
+        wait_for({str(finish)!r})
         for number in range(40):
-            writer.commit([EntryFact(id=uuid7(), entry=UserEntry(message=UserMessage(content=sys.argv[2] + str(number))))])
-            time.sleep(0.005)
+            writer.commit([EntryFact(id=uuid7(), entry=UserEntry(message=UserMessage(content=sys.argv[1] + str(number))))])
         writer.close()
         """
-    start = time.time() + 1.5
-    racers = [_python(script, str(start), name) for name in ("a", "b")]
-    results = [(racer.wait(timeout=60), racer.stderr.read() if racer.stderr else "") for racer in racers]
+    racers = [_python(script, name) for name in ("a", "b")]
+    go.touch()
+    until(lambda: any(racer.poll() is not None for racer in racers), "one racer was refused")
+    finish.touch()
+    results = [(racer.wait(timeout=120), racer.stderr.read() if racer.stderr else "") for racer in racers]
     codes = sorted(code for code, _ in results)
     assert codes == [0, EXIT_TEMPFAIL], results
     assert any(err.startswith("LOCKED: ") for _, err in results)

@@ -168,7 +168,7 @@ def test_a_whole_reply_has_its_status_content_type_and_headers(api):
 def test_a_delay_makes_a_client_time_out_and_a_hang_up_sends_nothing():
     with LoopbackServer([Reply(body=b"{}", delay=30), Reply(hang_up=True), replies.answer("after")]) as server:
         with pytest.raises(httpx.ReadTimeout):
-            post(server, "chat", timeout=0.3)
+            post(server, "chat", timeout=3)  # well inside the 30 s delay, long enough for a loaded machine
         assert server.sent_to(0) is None, "the client gave up while the server was still delaying"
         with pytest.raises(httpx.RemoteProtocolError):
             post(server, "chat")
@@ -289,7 +289,7 @@ def test_a_stall_trips_an_idle_timeout_without_closing_and_a_patient_client_gets
     stalling = streamed(body, seed=1, api="anthropic", stall_after=120, stall_for=30)
     brief = streamed(body, seed=1, api="anthropic", stall_after=120, stall_for=0.5)
     with LoopbackServer([stalling, brief]) as server:
-        _, reads, error = read_raw(server, "anthropic", timeout=0.3)
+        _, reads, error = read_raw(server, "anthropic", timeout=3)  # the first 120 bytes come, then 30 s of nothing
         stalled = server.sent_to(0)
         assert stalled is not None and (stalled.outcome, stalled.written) == ("sending", 120), "still stalling, not closed"
         _, patient_reads, patient_error = read_raw(server, "anthropic", timeout=30)

@@ -447,10 +447,22 @@ def test_an_unknown_provider_is_refused_with_the_choices():
     assert "(from TINY_AGENT_PROVIDER)" in message
 
 
-def test_a_model_is_required():
-    with pytest.raises(ConfigError, match="no model for openai: pass --model or set TINY_AGENT_MODEL"):
-        select_endpoint(Requested(), {"OPENAI_API_KEY": key("o")})
-    assert select_endpoint(Requested(), {"OPENAI_API_KEY": key("o"), "TINY_AGENT_MODEL": "gpt"}).model == "gpt"
+def test_the_model_is_the_flags_then_the_config_files_then_the_profiles_default():
+    environ = {"OPENAI_API_KEY": key("o")}
+    assert select_endpoint(Requested(), environ).model == "gpt-4.1-mini"
+    assert select_endpoint(Requested(), {**environ, "TINY_AGENT_MODEL": "gpt"}).model == "gpt"
+    config = parse_user_config(b'model = "any"\n[providers.openai]\nmodel = "mine"\n', "/c.toml")
+    assert select_endpoint(Requested(), environ, config).model == "mine"
+    assert select_endpoint(Requested(model="flag"), environ, config).model == "flag"
+    assert select_endpoint(Requested(provider="groq"), {"GROQ_API_KEY": key("g")}, config).model == "any"
+    assert {row.name: row.model for row in list_profiles(environ, config)}["openai"] == "mine"
+    with pytest.raises(ConfigError) as refusal:
+        select_endpoint(Requested(provider="ollama"), {}, parse_user_config(b"", "/c.toml"))
+    assert str(refusal.value) == (
+        'CONFIG: no model for ollama: pass -m MODEL, set TINY_AGENT_MODEL, or add model = "MODEL" under [providers.ollama] in /c.toml'
+    )
+    ollama = parse_user_config(b'[providers.ollama]\nmodel = "qwen3:8b"\n', "/c.toml")
+    assert select_endpoint(Requested(provider="ollama"), {}, ollama).model == "qwen3:8b"
 
 
 def test_the_config_files_model_and_base_url_go_with_its_provider_only():
@@ -460,8 +472,7 @@ def test_the_config_files_model_and_base_url_go_with_its_provider_only():
     environ = {"AZURE_OPENAI_API_KEY": key("z"), "OPENAI_API_KEY": key("o")}
     endpoint = select_endpoint(Requested(), environ, config)
     assert (endpoint.name, endpoint.model, endpoint.base_url) == ("azure", "gpt-4o", "https://r.openai.azure.com/openai/v1")
-    with pytest.raises(ConfigError, match="no model for openai"):
-        select_endpoint(Requested(provider="openai"), environ, config)
+    assert select_endpoint(Requested(provider="openai"), environ, config).model == "gpt-4.1-mini"
     assert select_endpoint(Requested(provider="openai", model="x"), environ, config).base_url == "https://api.openai.com/v1"
 
 

@@ -196,7 +196,7 @@ def test_the_example_in_the_docs_is_a_valid_config():
         ('[models."openai/gpt-4o"]\nprice = 1\n', ': models."openai/gpt-4o".price: unknown key'),
         ('[models]\nx = 1\n', ": models.x: expected `object`, got `int`"),
         ('[providers.openai]\nbase_url = "https://evil.example/v1"\n',
-         ": providers.openai: 'openai' is a built-in provider; choose another name"),
+         ": providers.openai: 'openai' is a built-in provider, whose table takes only model; choose another name"),
         ('[providers.custom]\nbase_url = "https://evil.example/v1"\n', ": providers.custom: 'custom' is a built-in provider"),
         ('[providers.Work]\nbase_url = "https://h/v1"\n', ": providers.Work: a provider name is lower-case letters"),
         ('[providers."a@b"]\nbase_url = "https://h/v1"\n', ': providers."a@b": a provider name is lower-case letters'),

@@ -329,10 +329,11 @@ def _clip(text: str, width: int) -> str:
 
 def providers_table(rows: list[ProfileListing]) -> Iterator[str]:
     """``tiny-agent providers``: each profile, its API and base URL, and whether its key is set."""
-    table: list[list[str]] = [["provider", "api", "base URL", "key variable", "key"]]
+    table: list[list[str]] = [["provider", "api", "base URL", "default model", "key variable", "key"]]
     for row in rows:
         key = "set" if row.key_present else ("not needed" if row.key_variable is None else "not set")
-        table.append([row.name, row.api, row.base_url or "(give --base-url)", row.key_variable or "-", key])
+        cells = [row.name, row.api, row.base_url or "(give --base-url)", row.model or "(give -m)", row.key_variable or "-", key]
+        table.append(cells)
     yield from _table(table, indent="")
 
 

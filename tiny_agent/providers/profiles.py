@@ -62,10 +62,19 @@ class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     base_url_hint: str | None = None
     """An example base URL, shown when the user must give one."""
     origin: ProfileOrigin = "built-in"
+    model: str | None = None
+    """The model asked when none is given (docs/provider.md); None where the server's own must be named."""
 
 
 def _hosted(
-    name: str, base_url: str, key_variable: str, destination: str, *, adapters: tuple[str, ...] = (), stream_usage: bool = True
+    name: str,
+    base_url: str,
+    key_variable: str,
+    destination: str,
+    model: str,
+    *,
+    adapters: tuple[str, ...] = (),
+    stream_usage: bool = True,
 ) -> Profile:
     """A hosted OpenAI-compatible Chat Completions service with a Bearer key for one host."""
     return Profile(
@@ -77,10 +86,11 @@ def _hosted(
         key_destinations=(destination,),
         adapters=adapters,
         stream_usage=stream_usage,
+        model=model,
     )
 
 
-def _local(name: str, base_url: str, *, adapters: tuple[str, ...] = (), stream_usage: bool) -> Profile:
+def _local(name: str, base_url: str, *, adapters: tuple[str, ...] = (), stream_usage: bool, model: str | None = None) -> Profile:
     """A server on this machine: no key of its own (TINY_AGENT_API_KEY if it wants one)."""
     return Profile(
         name=name,
@@ -91,11 +101,12 @@ def _local(name: str, base_url: str, *, adapters: tuple[str, ...] = (), stream_u
         key_destinations=(),
         adapters=adapters,
         stream_usage=stream_usage,
+        model=model,
     )
 
 
 BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
-    _hosted("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "https://api.openai.com"),
+    _hosted("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "https://api.openai.com", "gpt-4.1-mini"),
     Profile(
         name="openrouter",
         api="chat",
@@ -106,6 +117,7 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         # OpenRouter's app attribution header: names the app, carries nothing secret.
         headers=(("X-Title", "tiny-agent"),),
         stream_usage=True,
+        model="openrouter/auto",
     ),
     Profile(
         name="anthropic",
@@ -118,6 +130,7 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         # Usage arrives in message_start and message_delta whether asked or not.
         stream_usage=False,
         max_tokens=DEFAULT_MAX_TOKENS["anthropic"],
+        model="claude-sonnet-4-5",
     ),
     Profile(
         name="openai-responses",
@@ -128,12 +141,14 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         key_destinations=("https://api.openai.com",),
         # response.completed carries the whole response, usage included.
         stream_usage=False,
+        model="gpt-4.1-mini",
     ),
     _hosted(
         "groq",
         "https://api.groq.com/openai/v1",
         "GROQ_API_KEY",
         "https://api.groq.com",
+        "llama-3.3-70b-versatile",
         adapters=("absent-content-is-null",),
     ),
     _hosted(
@@ -141,6 +156,7 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         "https://api.mistral.ai/v1",
         "MISTRAL_API_KEY",
         "https://api.mistral.ai",
+        "mistral-large-latest",
         adapters=(
             "absent-content-is-null",
             "missing-call-type-is-function",
@@ -150,7 +166,7 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         # Mistral refuses unknown request members and sends usage in the last chunk unasked.
         stream_usage=False,
     ),
-    _hosted("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", "https://api.deepseek.com"),
+    _hosted("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", "https://api.deepseek.com", "deepseek-chat"),
     Profile(
         name="azure",
         api="chat",
@@ -168,10 +184,13 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
     ),
     _local("ollama", "http://127.0.0.1:11434/v1", stream_usage=True),
     _local("vllm", "http://127.0.0.1:8000/v1", adapters=("empty-tool-calls-is-none",), stream_usage=True),
-    # llama.cpp's server puts usage in its last chunk unasked and ignores stream_options.
-    _local("llamacpp", "http://127.0.0.1:8080/v1", adapters=("object-arguments-to-json",), stream_usage=False),
+    # llama.cpp's server puts usage in its last chunk unasked and ignores stream_options; both
+    # llama servers answer with the model they loaded whatever the request names ("default").
+    _local("llamacpp", "http://127.0.0.1:8080/v1", adapters=("object-arguments-to-json",), stream_usage=False, model="default"),
     # llama-cpp-python's server: a null assistant content is an HTTP 500; stream usage is never sent.
-    _local("llama-cpp-python", "http://127.0.0.1:8000/v1", adapters=("null-content-as-empty",), stream_usage=False),
+    _local(
+        "llama-cpp-python", "http://127.0.0.1:8000/v1", adapters=("null-content-as-empty",), stream_usage=False, model="default"
+    ),
     _local("lmstudio", "http://127.0.0.1:1234/v1", stream_usage=False),
     Profile(
         name="custom",

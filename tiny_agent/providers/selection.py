@@ -69,6 +69,8 @@ def profile_table(config: UserConfig | None = None) -> dict[str, Profile]:
     table = {profile.name: profile for profile in BUILTIN_PROFILES}
     if config is None:
         return table
+    for name in table.keys() & config.provider_models.keys():
+        table[name] = msgspec.structs.replace(table[name], model=config.provider_models[name])
     for profile in config.profiles:
         if profile.name in table:
             raise ConfigError(f"config file {config.source}: providers.{profile.name}: {profile.name!r} is a built-in provider")
@@ -234,9 +236,15 @@ def _choose_model(
         return given[0]
     if recorded is not None:
         return recorded.model
+    if config is not None and profile.name in config.provider_models:
+        return config.provider_models[profile.name]
     if config is not None and config.model is not None and _config_model_applies(config, profile):
         return config.model
-    raise ConfigError(f"no model for {profile.name}: pass --model or set {MODEL_ENV}")
+    if profile.model is not None:
+        return profile.model
+    where = config.source if config is not None else "the config file"
+    how = f'pass -m MODEL, set {MODEL_ENV}, or add model = "MODEL" under [providers.{profile.name}] in {where}'
+    raise ConfigError(f"no model for {profile.name}: {how}")
 
 
 # -- tiny-agent providers ------------------------------------------------------------------
@@ -254,6 +262,8 @@ class ProfileListing(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     adapters: tuple[str, ...]
     streaming: bool
     origin: ProfileOrigin
+    model: str | None
+    """The default model: the config file's ``[providers.NAME] model``, else the profile's own."""
 
 
 def list_profiles(environ: Mapping[str, str], config: UserConfig | None = None) -> list[ProfileListing]:
@@ -269,6 +279,7 @@ def list_profiles(environ: Mapping[str, str], config: UserConfig | None = None) 
             adapters=profile.adapters,
             streaming=profile.streaming,
             origin=profile.origin,
+            model=profile.model,
         )
         for profile in profile_table(config).values()
     ]

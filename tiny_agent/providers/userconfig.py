@@ -7,10 +7,14 @@ else ``~/.config/tiny-agent/config.toml``::
     model = "openai/gpt-4o-mini"       # goes with that provider
     # base_url = "https://..."         # goes with that provider (azure needs one)
 
-    [providers.work]                   # a provider of your own; not a built-in name
+    [providers.work]                   # a provider of your own
     base_url = "https://llm.example.com/v1"
     key_variable = "WORK_LLM_KEY"      # sent only to llm.example.com
     adapters = ["empty-tool-calls-is-none"]
+    model = "work-large"               # its default model
+
+    [providers.ollama]                 # a built-in's table takes its default model only
+    model = "qwen3:8b"
 
     [custom]                           # what `custom` (any --base-url) speaks
     api = "chat"
@@ -85,6 +89,13 @@ class _ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     streaming: bool = True
     stream_usage: bool = False
     max_tokens: PositiveInt | None = None
+    model: NonEmpty | None = None
+
+
+class _BuiltinTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[providers.NAME]`` for a built-in NAME: its default model, nothing else."""
+
+    model: NonEmpty
 
 
 class _CustomTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -140,6 +151,8 @@ class UserConfig(msgspec.Struct, frozen=True):
     custom_adapters: tuple[str, ...] = ()
     profiles: tuple[Profile, ...] = ()
     """The user's own providers, in file order."""
+    provider_models: dict[str, str] = msgspec.field(default_factory=dict)
+    """``[providers.NAME] model``, built-in NAMEs included: each provider's default model."""
     models: dict[str, ModelSettings] = msgspec.field(default_factory=dict)
     mcp: dict[str, McpServer] = msgspec.field(default_factory=dict)
 
@@ -199,7 +212,8 @@ def parse_user_config(data: bytes, source: str) -> UserConfig:
 def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
     """A decoded TOML document to a checked :class:`UserConfig`."""
     written = _convert(document, _ConfigFile, source, ())
-    profiles = tuple(_profile(name, table, source) for name, table in written.providers.items())
+    builtins = {name: _builtin_model(name, table, source) for name, table in written.providers.items() if name in BUILTIN_NAMES}
+    profiles = tuple(_profile(name, table, source) for name, table in written.providers.items() if name not in BUILTIN_NAMES)
     models = {name: _convert(table, ModelSettings, source, ("models", name)) for name, table in written.models.items()}
     _check_adapters(written.custom.adapters, written.custom.api, source, ("custom", "adapters"))
     known = BUILTIN_NAMES | {profile.name for profile in profiles}
@@ -218,14 +232,22 @@ def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
         custom_api=written.custom.api,
         custom_adapters=written.custom.adapters,
         profiles=profiles,
+        provider_models=builtins | {profile.name: profile.model for profile in profiles if profile.model},
         models=models,
     )
 
 
+def _builtin_model(name: str, table: Any, source: str) -> str:
+    if isinstance(table, dict) and set(table) - {"model"}:
+        raise ConfigError(
+            f"config file {source}: providers.{name}: {name!r} is a built-in provider, whose table takes only model;"
+            " choose another name for a provider of your own"
+        )
+    return _convert(table, _BuiltinTable, source, ("providers", name)).model
+
+
 def _profile(name: str, table: Any, source: str) -> Profile:
     where = ("providers", name)
-    if name in BUILTIN_NAMES:
-        raise ConfigError(f"config file {source}: {_key(where)}: {name!r} is a built-in provider; choose another name")
     if not PROFILE_NAME.fullmatch(name):
         raise ConfigError(
             f"config file {source}: {_key(where)}: a provider name is lower-case letters, digits, '.', '_' and '-'"
@@ -248,6 +270,7 @@ def _profile(name: str, table: Any, source: str) -> Profile:
         stream_usage=written.stream_usage,
         max_tokens=written.max_tokens or DEFAULT_MAX_TOKENS.get(written.api),
         origin="config",
+        model=written.model,
     )
 
 

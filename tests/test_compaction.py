@@ -77,17 +77,20 @@ def run(capsys, server: LoopbackServer, *flags: str, prompt: str = "Read the REA
 
 def test_the_compact_command_summarises_and_keeps_the_newest_messages(capsys, workspace: Path) -> None:
     script = [replies.read(), replies.answer("one"), replies.answer("two"), replies.answer("Summary of it all.")]
-    with LoopbackServer(script) as server:
+    with LoopbackServer([*script, replies.answer("Shorter.")]) as server:
         assert run(capsys, server, prompt="first")[0] == 0
         assert run(capsys, server, "--continue", prompt="second")[0] == 0
         path = only_session(workspace)
-        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", "--base-url", server.base_url, "--model", "m", "--no-stream")
-    assert code == 0, err
+        flags = ("--base-url", server.base_url, "--model", "m", "--no-stream")
+        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", *flags)
+        assert code == 0, err
+        first_state = read_journal(path)
+        assert call(capsys, "compact", str(path), "--keep-tokens", "0", *flags)[0] == 0, "and again, keeping nothing"
     assert "compacted" in err
     summary_request = server.requests[-1].body
     assert summary_request["messages"][0]["content"] == compaction.SUMMARY_PROMPT
     assert "tools" not in summary_request
-    state = read_journal(path)
+    state = first_state
     assert state.activeContext[0] == UserMessage(content="[Compacted history]\nSummary of it all.")
     assert [message.content for message in state.activeContext[1:]] == ["second", "two"]
     assert len(state.transcript) == 6, "the transcript keeps every message"
@@ -96,8 +99,12 @@ def test_the_compact_command_summarises_and_keeps_the_newest_messages(capsys, wo
     assert "summary:" in out and "Summary of it all." in out
     report = json.loads(call(capsys, "audit", str(path), "--json")[1])
     assert report["drift"] is False
-    (item,) = report["compactions"]
-    assert (item["messagesBefore"], item["messagesAfter"]) == (6, 3)
+    first, second = report["compactions"]
+    assert (first["messagesBefore"], first["messagesAfter"], first["kept"], first["keptFrom"]) == (6, 3, 2, 5)
+    assert (second["messagesBefore"], second["messagesAfter"], second["kept"], second["keptFrom"]) == (3, 1, 0, None)
+    assert (first["pieces"], second["pieces"]) == (1, 1), "two compactions in a row are not pieces of one"
+    out = call(capsys, "audit", str(path))[1]
+    assert "characters and 2 kept from #5 (~" in out and "characters and none kept" in out and "piece" not in out
 
 
 def test_a_long_tool_session_compacts_several_times_and_finishes(capsys, workspace: Path) -> None:
@@ -245,11 +252,15 @@ def test_a_history_larger_than_the_window_is_compacted_in_pieces_that_each_fit(c
     assert first["beforeCounted"] and first["tokensBefore"] > 1024, "the provider's count of the context it overflowed"
     assert (last["kept"], last["messagesAfter"]) == (1, 2)
     code, out, _ = call(capsys, "audit", str(path))
-    assert f"piece 1 of {pieces}  16 messages ({first['tokensBefore']:,} tokens) → " in out
-    assert f"piece {pieces} of {pieces}" in out and "and 1 kept (~" in out
+    assert f"piece 1 of {pieces}  16 messages ({first['tokensBefore']:,} tokens, reported) → " in out
+    assert f"piece {pieces} of {pieces}" in out and "and 1 kept from #16 (~" in out
+    exported = workspace.parent / "v2.jsonl"
+    code, _, err = call(capsys, "export", str(path), "--v2", "-o", str(exported))
+    assert code == 0 and f"the piece numbers of {pieces} compaction(s)" in err, err
+    assert b'"piece"' not in exported.read_bytes() and verify(exported).status == "unsealed"
     html = session_page(build_view(path, handle="", prices={}))
     assert f"Piece 1 of {pieces}: the history did not fit one summary request." in html
-    assert f"Context: {first['tokensBefore']:,} tokens before, ~" in html
+    assert f"Context before: {first['tokensBefore']:,} tokens, reported; after: ~" in html
 
 
 def test_the_kept_tail_is_a_token_budget_cut_at_a_turn_boundary(capsys, workspace: Path) -> None:

@@ -24,6 +24,16 @@ from tiny_agent.fold import typed as wire
 from tiny_agent.fold.version import PROFILES, SUPPORTED_VERSIONS, V2, V3
 from tiny_agent.journal import facts, state, transcript
 
+COMPACTION_STARTED = {
+    "type",
+    "operationId",
+    "operationKind",
+    "inputThroughEntryId",
+    "resultEntryId",
+    "compactedEntryIds",
+    "retainedEntryIds",
+    "sourceDigest",
+}
 SPEC_MEMBERS: dict[str, set[str]] = {
     "HEADER_KEYS": {"kind", "version", "id", "createdAt", "cwd", "provider", "model", "environmentIdentity"},
     # Our v3 header: the v2 members and two optional links (docs/journal.md, "v2 compatibility").
@@ -52,16 +62,9 @@ SPEC_MEMBERS: dict[str, set[str]] = {
     "COMPACTION_ENTRY_KEYS": {"type", "operationId", "summary", "compactedThroughEntryId", "retainedTail"},
     "RETAINED_KEYS": {"sourceEntryId", "message"},
     "RUN_STARTED_KEYS": {"type", "operationId", "operationKind", "inputEntryId"},
-    "COMPACTION_STARTED_KEYS": {
-        "type",
-        "operationId",
-        "operationKind",
-        "inputThroughEntryId",
-        "resultEntryId",
-        "compactedEntryIds",
-        "retainedEntryIds",
-        "sourceDigest",
-    },
+    "COMPACTION_STARTED_KEYS": COMPACTION_STARTED,
+    # Our v3 compactionStarted: the v2 members and the optional piece number (docs/journal.md).
+    "V3_COMPACTION_STARTED_KEYS": COMPACTION_STARTED | {"piece"},
     "STEP_ATTEMPT_KEYS": {
         "type",
         "operationId",

@@ -15,6 +15,8 @@ import msgspec
 import pytest
 from builders import SNAPSHOT, SNAPSHOT_DIGEST, RunWriter, new_writer
 
+from tiny_agent.agent.compaction import Cut
+from tiny_agent.agent.transactions import begin_compaction, message_ids
 from tiny_agent.errors import CorruptionError
 from tiny_agent.fold import Fold, reduce_chunks
 from tiny_agent.journal.canonical import canonical_digest
@@ -292,3 +294,24 @@ def test_the_latest_attempt_carries_its_raw_status(tmp_path, status):
         assert step is not msgspec.UNSET
         assert step.rawStatus == status
         assert step.rawId is not msgspec.UNSET
+
+
+# -- compactionStarted's piece -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "piece", "code"), [(3, 2, None), (3, 0, "INVALID_FACT"), (3, True, "INVALID_FACT"), (2, 1, "INVALID_FACT")]
+)
+def test_a_compactions_piece_number_is_a_v3_member(tmp_path, version, piece, code):
+    run = open_run(tmp_path / "s.jsonl", version)
+    run.finish(run.answer("hello"))
+    state = run.writer.state
+    started = builtins(begin_compaction(state, Cut.at(message_ids(state), 1), 1)[0])
+    started["record"]["piece"] = piece
+    path = tmp_path / "s.jsonl"
+    if version == 3:
+        data = with_line(path, [started])
+    else:
+        data = path.read_bytes() + json.dumps(started | {"seq": run.writer.fold.next_seq, "id": uuid7(), "timestamp": 1}).encode() + b"\n"
+    kind, result = agreed(data)
+    assert (kind, result[0] if kind == "error" else None) == (("error", code) if code else ("ok", None))

@@ -144,7 +144,7 @@ class Driver:
     def compact(self) -> DriveResult:
         """Compact the idle session: all but a kept tail (``--keep-tokens``) summarised, in pieces when it does
         not fit one summary request; after a context-length error that taught the window, once more in pieces."""
-        sizing, relearnt = self.runtime.sizing, False
+        sizing, relearnt, done = self.runtime.sizing, False, 0
         final = compaction.tail_cut(self.state, sizing.keep_chars(self.runtime.compacting.keep_tokens))
         if final is None:
             self.report("nothing to compact: the context has no turn to summarise")
@@ -156,10 +156,12 @@ class Driver:
             except compaction.Unfit as unfit:
                 return DriveResult(status="failed", reason=f"cannot compact: {unfit}")
             self.report(compaction.describe_piece(state, end, final))
-            started = transactions.begin_compaction(state, compaction.Cut.at(transactions.message_ids(state), end))
+            cut, piece = compaction.Cut.at(transactions.message_ids(state), end), done + 1 if done or end < final else None
+            started = transactions.begin_compaction(state, cut, piece)
             result = self._phase_loop(partial(self._commit, started, "compaction-started"))
             if result.status == "completed" and end == final:
                 return result
+            done += result.status == "completed"
             failure = self.state.lastStepFailure
             if result.status != "completed":
                 if relearnt or self.stopped_by or failure is None or failure.code != compaction.CONTEXT_LENGTH_EXCEEDED:

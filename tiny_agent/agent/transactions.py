@@ -342,8 +342,9 @@ def message_ids(state: SessionState) -> list[str]:
     return [entry.id for entry in state.entries.values() if entry.message is not None]
 
 
-def begin_compaction(state: SessionState, cut: Cut) -> list[Fact]:
-    """``compactionStarted`` for a compaction through the context boundary, cut as ``cut`` says."""
+def begin_compaction(state: SessionState, cut: Cut, piece: int | None = None) -> list[Fact]:
+    """``compactionStarted`` for a compaction through the context boundary, cut as ``cut`` says (``piece``: its
+    number when it is one of pieces)."""
     through = state.contextBoundary
     if through is None:
         raise ValueError("a session without messages has nothing to compact")
@@ -362,6 +363,7 @@ def begin_compaction(state: SessionState, cut: Cut) -> list[Fact]:
                 compactedEntryIds=cut.compacted,
                 retainedEntryIds=cut.retained,
                 sourceDigest=canonical_digest(sources),
+                piece=UNSET if piece is None else piece,
             ),
         )
     ]

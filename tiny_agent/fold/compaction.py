@@ -18,9 +18,11 @@ from tiny_agent.fold.contract import (
     INVALID_TRANSITION,
     fail,
     is_digest,
+    is_safe_int,
     require_keys,
     require_object,
     require_uuid,
+    show,
 )
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.transcript_rules import parse_message, transcript_violation
@@ -29,7 +31,9 @@ from tiny_agent.journal.transcript import Message, compaction_summary_message
 
 
 def compaction_started(fold: FoldCore, record: dict[str, Any], fact_id: str) -> None:
-    operation_id = fold.start(record, contract.COMPACTION_STARTED_KEYS, "compaction")
+    operation_id = fold.start(record, fold.profile.compaction_started_keys, "compaction")
+    if "piece" in record and not is_safe_int(record["piece"], 1):
+        fail(INVALID_FACT, f"compactionStarted piece is not a positive integer: {show(record['piece'])}")
     through_id = require_uuid(record.get("inputThroughEntryId"), "compactionStarted inputThroughEntryId")
     result_id = fold.reserve(record.get("resultEntryId"), contract.COMPACTION_RESULT, "compactionStarted resultEntryId")
     entries = fold.state.entries

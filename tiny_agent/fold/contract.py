@@ -87,7 +87,9 @@ COMPACTION_ENTRY_KEYS: Final = member_names(facts.CompactionEntry)
 RETAINED_KEYS: Final = member_names(facts.RetainedMessage)
 
 RUN_STARTED_KEYS: Final = member_names(facts.RunStarted)
-COMPACTION_STARTED_KEYS: Final = member_names(facts.CompactionStarted)
+V3_COMPACTION_STARTED_KEYS: Final = member_names(facts.CompactionStarted)
+COMPACTION_STARTED_KEYS: Final = V3_COMPACTION_STARTED_KEYS - {"piece"}
+"""The v2 record's members, exactly (session-v2 §9.2); v3 adds the optional ``piece``."""
 STEP_ATTEMPT_KEYS: Final = member_names(facts.StepAttempt)
 STEP_FAILED_KEYS: Final = member_names(facts.StepFailed)
 TOOL_STARTED_KEYS: Final = member_names(facts.ToolStarted)

@@ -4,7 +4,7 @@ Pure.  v3 is v2 plus ``raw``, ``mcp`` and ``seal`` facts, a seal at the end of e
 line, transport retries beyond a step's second attempt (session-v3.md), and
 two optional header members linking a session to where it came from
 (``origin``, ``parent``: docs/journal.md), and the configuration snapshot's
-optional ``instructions`` and ``requestOptions``.
+optional ``instructions`` and ``requestOptions``, and ``compactionStarted``'s optional ``piece``.
 The fold picks a profile when it reads the header and asks it instead of
 testing the version number, so each difference is named once.
 """
@@ -15,7 +15,14 @@ from typing import Final
 
 import msgspec
 
-from tiny_agent.fold.contract import HEADER_KEYS, SNAPSHOT_KEYS, V3_HEADER_KEYS, V3_SNAPSHOT_KEYS
+from tiny_agent.fold.contract import (
+    COMPACTION_STARTED_KEYS,
+    HEADER_KEYS,
+    SNAPSHOT_KEYS,
+    V3_COMPACTION_STARTED_KEYS,
+    V3_HEADER_KEYS,
+    V3_SNAPSHOT_KEYS,
+)
 from tiny_agent.journal.facts import FactKind
 
 
@@ -31,6 +38,8 @@ class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc
     """The highest attempt number a step may reach; a higher one is INVALID_FACT."""
     snapshot_keys: frozenset[str]
     """The members a configuration snapshot may have (v3 adds the optional ``instructions`` and ``requestOptions``)."""
+    compaction_started_keys: frozenset[str]
+    """The members a ``compactionStarted`` may have (v3 adds the optional ``piece``)."""
 
 
 V2: Final = VersionProfile(
@@ -40,6 +49,7 @@ V2: Final = VersionProfile(
     sealed=False,
     max_attempt=2,
     snapshot_keys=SNAPSHOT_KEYS,
+    compaction_started_keys=COMPACTION_STARTED_KEYS,
 )
 
 V3: Final = VersionProfile(
@@ -51,6 +61,7 @@ V3: Final = VersionProfile(
     # v2's one retry; the bound keeps a runaway writer from growing a step forever.
     max_attempt=16,
     snapshot_keys=V3_SNAPSHOT_KEYS,
+    compaction_started_keys=V3_COMPACTION_STARTED_KEYS,
 )
 
 PROFILES: Final[dict[int, VersionProfile]] = {profile.version: profile for profile in (V2, V3)}

@@ -140,6 +140,8 @@ class CompactionStarted(msgspec.Struct, tag_field="type", tag="compactionStarted
     compactedEntryIds: list[str]
     retainedEntryIds: list[str]
     sourceDigest: str
+    piece: int | UnsetType = UNSET
+    """v3: this compaction is piece ``piece`` of one made in pieces (docs/journal.md)."""
 
 
 class StepAttempt(msgspec.Struct, tag_field="type", tag="stepAttempt", forbid_unknown_fields=True, kw_only=True):

@@ -31,6 +31,7 @@ from tiny_agent.journal.canonical import canonical_json
 from tiny_agent.journal.facts import (
     AssistantEntry,
     CompactionEntry,
+    CompactionStarted,
     Entry,
     EntryFact,
     Fact,
@@ -39,7 +40,6 @@ from tiny_agent.journal.facts import (
     RawFact,
     Record,
     RecordFact,
-    RunStarted,
     StartedToolResultEntry,
     StepAttempt,
     StepFailed,
@@ -134,13 +134,8 @@ class ModelTotals(msgspec.Struct):
 
 
 class CompactionAudit(msgspec.Struct):
-    """One compaction: the model's context before and after it, what it kept, and whether it was one of pieces.
-
-    Tokens are the provider's count where the journal has one (before: the last answer's prompt and
-    output, plus what was added since at four characters a token; after: the next run request's
-    prompt), else estimated at four characters a token.  Consecutive compactions with no run between
-    them are the pieces of one (docs/compaction.md).
-    """
+    """One compaction: the model's context before and after it, what it kept, and whether it was one of pieces
+    (docs/compaction.md, *Seeing it*)."""
 
     entryId: str
     operationId: str
@@ -153,6 +148,8 @@ class CompactionAudit(msgspec.Struct):
     tokensAfter: int
     kept: int
     keptTokens: int
+    keptFrom: int | None
+    """replay's number (#N) of the first message kept."""
     beforeCounted: bool = False
     afterCounted: bool = False
     piece: int = 1
@@ -274,7 +271,9 @@ class _Walk:
         """The summary each compaction attempt settled into."""
         self.compactions: list[CompactionAudit] = []
         self.pieces: list[CompactionAudit] = []
-        """The compactions since the last run: pieces of one when there are several."""
+        """The pieces so far of a compaction made in pieces."""
+        self.piece_of: dict[str, int] = {}
+        self.messages = 0
         self.counted: tuple[int, int] | None = None
         """The provider's count of the context (prompt and answer) and the context's length then."""
         self.instructions: dict[tuple[str, str], InstructionAudit] = {}
@@ -289,6 +288,8 @@ class _Walk:
             case EntryFact():
                 if isinstance(fact.entry, CompactionEntry):
                     self._compaction(fact.id, fact.entry)
+                else:
+                    self.messages += 1
                 self._entry(fact.entry)
             case RecordFact():
                 self._record(fact.record, fact.id)
@@ -352,7 +353,7 @@ class _Walk:
         tokens, counted = estimate_tokens(before), self.counted is not None
         if self.counted is not None:
             tokens = self.counted[0] + estimate_tokens(before[self.counted[1] :])
-        self.counted = None
+        self.counted, piece = None, self.piece_of.pop(entry.operationId, None)
         item = CompactionAudit(
             entryId=entry_id,
             operationId=entry.operationId,
@@ -365,24 +366,29 @@ class _Walk:
             tokensAfter=estimate_tokens([compaction_summary_message(entry.summary), *kept]),
             kept=len(kept),
             keptTokens=estimate_tokens(kept),
+            keptFrom=self.messages - len(kept) + 1 if kept else None,
             beforeCounted=counted,
+            piece=piece or 1,
         )
         self.compactions.append(item)
-        self.pieces.append(item)
+        if piece in (None, 1):
+            self.close_pieces()
+        if piece is not None:
+            self.pieces.append(item)
         attempt = self.latest_attempt_of_operation.get(entry.operationId)
         if attempt is not None:
             attempt.settled = "compaction"
             self.summaries[attempt.attemptId] = entry.summary
 
     def close_pieces(self) -> None:
-        for number, item in enumerate(self.pieces, start=1):
-            item.piece, item.pieces = number, len(self.pieces)
+        for item in self.pieces:
+            item.pieces = self.pieces[-1].piece
         self.pieces = []
 
     def _record(self, record: Record, fact_id: str) -> None:
         match record:
-            case RunStarted():
-                self.close_pieces()
+            case CompactionStarted() if record.piece is not UNSET:
+                self.piece_of[record.operationId] = record.piece
             case StepAttempt():
                 self._attempt(record)
             case StepFailed():

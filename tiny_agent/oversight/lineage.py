@@ -10,7 +10,7 @@ timestamps, messages and tool arguments are written back exactly as they
 were.  What changes is named where it happens: ``seq`` (renumbered from 1,
 because a v3 line gains a seal that takes a seq, and an export drops facts),
 the seals (new ones for the new header's chain; none in a v2 export), and in
-an export the transport retries v2 cannot hold.  Every line made is checked
+an export the transport retries and the compaction piece numbers v2 cannot hold.  Every line made is checked
 by the fold before it is handed on (:class:`Rewriter`), so a copy that would
 not be a valid journal fails closed before anything is written.
 """
@@ -348,6 +348,7 @@ class Omitted(msgspec.Struct):
     steps_folded: int = 0
     attempts_dropped: int = 0
     usage_moved: int = 0
+    pieces: int = 0
 
     def describe(self, lineage: str | None) -> str:
         """One line: what the v2 journal does not hold."""
@@ -359,6 +360,8 @@ class Omitted(msgspec.Struct):
                 f"transport retries of {self.steps_folded} step(s) ({self.attempts_dropped} middle attempt(s) dropped, "
                 f"{self.usage_moved} of their usage fact(s) moved to attempt 1, each last attempt renumbered 2)"
             )
+        if self.pieces:
+            parts.append(f"the piece numbers of {self.pieces} compaction(s)")
         if lineage is not None:
             parts.append(f"the header's {lineage}")
         return "left out: " + "; ".join(parts)
@@ -430,7 +433,13 @@ class V2Export:
         if kind == "usage" and "attemptId" in fact:
             return self._usage(fact)
         record = _attempt_record(fact)
-        return fact if record is None else self._attempt(fact, record)
+        if record is not None:
+            return self._attempt(fact, record)
+        record = _members(fact["record"]) if kind == "record" else {}
+        if record.pop("piece", None) is None:  # compactionStarted's v3 member
+            return fact
+        self.omitted.pieces += 1
+        return {**fact, "record": msgspec.Raw(_encode(record))}
 
     def _attempt(self, fact: Members, record: Members) -> Members | None:
         """Attempts kept as v2 has them, their snapshots without the v3 ``requestOptions`` (never digested)."""

@@ -194,13 +194,13 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
             yield f"  {count:>{width}}×  {path}"
     if report.compactions:
         yield ""
-        yield "compactions (tokens as the provider counted them, or ~ estimated at four characters each)"
+        yield "compactions (tokens as the provider reported them, else estimated at four characters each)"
         for item in report.compactions:
             piece = f"  piece {item.piece} of {item.pieces}" if item.pieces > 1 else ""
             yield (
                 f"  line {item.line}{piece}  {item.messagesBefore} messages ({compaction_tokens(item, 'before')}) → "
                 f"{item.messagesAfter} ({compaction_tokens(item, 'after')}): a summary of {item.summaryChars:,} "
-                f"characters and {item.kept} kept (~{item.keptTokens:,} tokens)"
+                f"characters and {kept_tail(item)}"
             )
     yield ""
     yield "totals"
@@ -339,4 +339,9 @@ def providers_table(rows: list[ProfileListing]) -> Iterator[str]:
 
 def compaction_tokens(item: CompactionAudit, when: Literal["before", "after"]) -> str:
     tokens, counted = (item.tokensBefore, item.beforeCounted) if when == "before" else (item.tokensAfter, item.afterCounted)
-    return f"{tokens:,} tokens" if counted else f"~{tokens:,} tokens"
+    return f"{tokens:,} tokens, reported" if counted else f"~{tokens:,} tokens, estimated"
+
+
+def kept_tail(item: CompactionAudit) -> str:
+    """``10 kept from #41 (~1,027 tokens)``: the messages a compaction kept verbatim."""
+    return f"{item.kept} kept from #{item.keptFrom} (~{item.keptTokens:,} tokens)" if item.keptFrom else "none kept"

@@ -16,7 +16,7 @@ from typing import Final
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit
 from tiny_agent.oversight.cost import Cost, cost_text, unpriced
-from tiny_agent.oversight.render import compaction_tokens, usage_summary
+from tiny_agent.oversight.render import compaction_tokens, kept_tail, usage_summary
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView, clip
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
@@ -288,8 +288,8 @@ def _compaction(operation: OperationView) -> str:
         pieces = audit.pieces > 1
         piece = f" Piece {audit.piece} of {audit.pieces}: the history did not fit one summary request." if pieces else ""
         lines += (
-            f" Context: {compaction_tokens(audit, 'before')} before, {compaction_tokens(audit, 'after')} after; "
-            f"kept ~{audit.keptTokens:,} tokens.{piece}"
+            f" Context before: {compaction_tokens(audit, 'before')}; after: {compaction_tokens(audit, 'after')}; "
+            f"{kept_tail(audit)}.{piece}"
         )
     summary = clip_block("summary", compaction.summary, open_=False) if compaction.summary.size else ""
     return f'<div class="folded-region compaction-region"><p>{text(lines)}</p>{summary}</div>'

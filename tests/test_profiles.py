@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tiny_agent.errors import ConfigError
 from tiny_agent.providers.endpoint import Endpoint, RoutingTarget, parse_routing_identity, routing_identity
-from tiny_agent.providers.keys import choose_key, safe_base_url
+from tiny_agent.providers.keys import choose_key, is_loopback, safe_base_url
 from tiny_agent.providers.profiles import BUILTIN_PROFILES, api_named
 from tiny_agent.providers.selection import Requested, list_profiles, profile_table, select_endpoint
 from tiny_agent.providers.userconfig import UserConfig, parse_user_config
@@ -80,7 +80,7 @@ def test_azure_sends_its_key_in_the_api_key_header():
         {"AZURE_OPENAI_API_KEY": key("z")}, provider="azure", base_url="https://my-res.openai.azure.com/openai/v1"
     )
     assert endpoint.request_headers() == {"api-key": key("z")}
-    assert endpoint.adapters == ("absent-content-is-null",)
+    assert endpoint.profile.adapters == ("absent-content-is-null",)
 
 
 def test_azure_needs_a_base_url_and_says_what_one_looks_like():
@@ -91,7 +91,7 @@ def test_azure_needs_a_base_url_and_says_what_one_looks_like():
 
 def test_openrouter_sends_its_app_title():
     endpoint = select({"OPENROUTER_API_KEY": key("r")})
-    assert endpoint.headers == {"X-Title": "tiny-agent"}
+    assert dict(endpoint.profile.headers) == {"X-Title": "tiny-agent"}
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_openrouter_sends_its_app_title():
 def test_local_servers_need_no_key(name, url):
     endpoint = select({}, provider=name)
     assert endpoint.base_url == url
-    assert endpoint.is_local
+    assert is_loopback(endpoint.host)
     assert endpoint.auth_header() is None
     assert endpoint.key_source is None
 
@@ -190,7 +190,6 @@ def test_a_remote_url_with_no_key_that_may_go_there_is_refused_naming_the_variab
 @pytest.mark.parametrize(("profile", "url", "environ", "variable"), REFUSED)
 def test_with_the_key_check_deferred_the_endpoint_still_sends_nothing(profile, url, environ, variable):
     endpoint = select_endpoint(Requested(provider=profile, base_url=url, model="m"), environ, require_key=False)
-    assert not endpoint.has_key
     assert endpoint.key_source is None
     with pytest.raises(ConfigError, match=variable):
         endpoint.auth_header()
@@ -370,8 +369,8 @@ def test_request_urls_keep_the_base_urls_query_after_the_path():
 
 def test_the_headers_are_a_fresh_copy_each_time():
     endpoint = select({"ANTHROPIC_API_KEY": key("a")}, provider="anthropic")
-    endpoint.headers["anthropic-version"] = "tampered"
-    assert endpoint.headers == {"anthropic-version": "2023-06-01"}
+    endpoint.request_headers()["anthropic-version"] = "tampered"
+    assert endpoint.request_headers()["anthropic-version"] == "2023-06-01"
 
 
 def test_api_named_accepts_the_three_apis_only():

@@ -1,90 +1,43 @@
-"""One error model: every failure a user can meet has a label and an exit code.
-
-``TinyAgentError`` is the base.  Each subclass fixes a label (the word that
-starts the one-line message on stderr, so scripts can match on it); the
-label fixes the exit code through :data:`LABELS`, the one table that
-docs/cli.md is checked against.  ``cli.main`` maps any ``TinyAgentError`` to
-``<message>`` on stderr and ``exit_code``; nothing else picks exit codes.
-
-A journal the reducer refuses is a :class:`CorruptionError`, whose label is
-its session-v2 error code (``INVALID_FACT``, ``SEAL_MISMATCH``, ...) and whose
-exit code is 65.
-
-Pure: no I/O.
-"""
+"""The error model: a label per failure, an exit code per label (docs/cli.md, "Labels and exit codes").  Pure."""
 
 from __future__ import annotations
 
 from typing import ClassVar, Final, Literal, get_args
 
-import msgspec
-
-# -- exit codes and labels ------------------------------------------------------
-
 EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
-EXIT_DRIFT: Final = 3
 EXIT_CORRUPT: Final = 65
-"""EX_DATAERR: a journal, provider body or input file is malformed."""
-EXIT_NO_INPUT: Final = 66
-"""EX_NOINPUT: no such session or file."""
-EXIT_UNAVAILABLE: Final = 69
-"""EX_UNAVAILABLE: the session store (a database server) cannot be reached."""
 EXIT_INTERNAL: Final = 70
-"""EX_SOFTWARE: a bug."""
-EXIT_IO: Final = 74
-"""EX_IOERR: the disk is full, read-only, or failed."""
 EXIT_TEMPFAIL: Final = 75
-"""EX_TEMPFAIL: another writer holds the session, recovery is blocked, a run is open."""
-EXIT_NO_PERMISSION: Final = 77
-"""EX_NOPERM: the operating system refused access."""
 EXIT_INTERRUPTED: Final = 130
-"""128 + SIGINT."""
-EXIT_TERMINATED: Final = 143
-"""128 + SIGTERM."""
-
-
-class Label(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One row of the label table: the word on stderr, its exit code, and what it means."""
-
-    name: str
-    exit_code: int
-    meaning: str
-
 
 CORRUPTION_LABEL: Final = "<CODE>"
 """The row that stands for every session-v2 error code (``INVALID_FACT at line 7 (seq 12): ...``)."""
 
-LABELS: Final[tuple[Label, ...]] = (
-    Label("FAILED", EXIT_FAILED, "a run ended in a durable failure (provider error, rejected response); the journal records it"),
-    Label("STEP_LIMIT", EXIT_FAILED, "a run stopped at --max-steps; the journal records it and the transcript stays valid"),
-    Label("USAGE", EXIT_USAGE, "bad usage: unknown flag, missing argument, exclusive flags, an ambiguous session name"),
-    Label("CONFIG", EXIT_USAGE, "bad configuration: no model, no provider, no key for the host, a bad base URL or config file"),
-    Label("EMPTY", EXIT_CORRUPT, "an input file that should hold something is empty"),
-    Label("DRIFT", EXIT_DRIFT, "audit: a stored response normalizes today differently from what the journal kept"),
-    Label(CORRUPTION_LABEL, EXIT_CORRUPT, "a journal the reducer refuses, named by its error code, line and seq"),
-    Label("CORRUPT", EXIT_CORRUPT, "verify: one or more sessions failed verification (each is listed with its error)"),
-    Label("MALFORMED_JSON", EXIT_CORRUPT, "an input that is not JSON (a journal line, or a provider body given to normalize)"),
-    Label("MISNAMED", EXIT_CORRUPT, "a journal whose header names another session than its file name; writers refuse to open it"),
-    Label("NOT_FOUND", EXIT_NO_INPUT, "no such session or file"),
-    Label(
-        "UNAVAILABLE",
-        EXIT_UNAVAILABLE,
-        "the session store (a PostgreSQL server) cannot be reached, or failed a statement; nothing was half-written",
-    ),
-    Label("MCP", EXIT_UNAVAILABLE, "an MCP server did not start, could not be reached, or did not finish its handshake in time"),
-    Label("IO_ERROR", EXIT_IO, "the disk is full or read-only, or a read or write failed; nothing was half-written"),
-    Label("PERMISSION", EXIT_NO_PERMISSION, "the operating system refused access to a file or directory"),
-    Label("LOCKED", EXIT_TEMPFAIL, "another process is writing the session (its pid is named)"),
-    Label("BLOCKED", EXIT_TEMPFAIL, "recovery cannot go on safely: the reason, what differs, and the remedy are on the line"),
-    Label("BUSY", EXIT_TEMPFAIL, "the session has an unfinished operation; finish it with resume"),
-    Label("INTERRUPTED", EXIT_INTERRUPTED, "stopped by Ctrl-C; the abort is recorded first"),
-    Label("TERMINATED", EXIT_TERMINATED, "stopped by SIGTERM; the abort is recorded first"),
-    Label("INTERNAL", EXIT_INTERNAL, "a bug: please report it (TINY_AGENT_DEBUG=1 shows the traceback)"),
-)
-
-EXIT_CODES: Final[dict[str, int]] = {label.name: label.exit_code for label in LABELS}
+LABELS: Final[dict[str, int]] = {
+    "FAILED": 1,
+    "STEP_LIMIT": 1,
+    "USAGE": EXIT_USAGE,
+    "CONFIG": EXIT_USAGE,
+    "EMPTY": EXIT_CORRUPT,
+    "DRIFT": 3,
+    CORRUPTION_LABEL: EXIT_CORRUPT,
+    "CORRUPT": EXIT_CORRUPT,
+    "MALFORMED_JSON": EXIT_CORRUPT,
+    "MISNAMED": EXIT_CORRUPT,
+    "NOT_FOUND": 66,
+    "UNAVAILABLE": 69,
+    "MCP": 69,
+    "IO_ERROR": 74,
+    "PERMISSION": 77,
+    "LOCKED": EXIT_TEMPFAIL,
+    "BLOCKED": EXIT_TEMPFAIL,
+    "BUSY": EXIT_TEMPFAIL,
+    "INTERRUPTED": EXIT_INTERRUPTED,
+    "TERMINATED": 143,
+    "INTERNAL": EXIT_INTERNAL,
+}
+"""Each label's exit code; what each means is docs/cli.md's table, which tests/test_cli_docs.py checks against this one."""
 
 
 class TinyAgentError(Exception):
@@ -98,7 +51,7 @@ class TinyAgentError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.label]
+        return LABELS[self.label]
 
     def __str__(self) -> str:
         return f"{self.label}: {self.message}"
@@ -121,14 +74,10 @@ class NotFound(TinyAgentError):
 
 
 class Misnamed(TinyAgentError):
-    """A journal file named for one session whose header is another's (session-v2 §16: a store checks the id on open)."""
-
     label = "MISNAMED"
 
 
 class StorageError(TinyAgentError):
-    """ENOSPC, EROFS, EIO and the like: the store cannot take bytes now."""
-
     label = "IO_ERROR"
 
 
@@ -180,8 +129,6 @@ class VerificationFailed(TinyAgentError):
     label = "CORRUPT"
 
 
-# -- journal corruption ------------------------------------------------------------
-
 ErrorCode = Literal[
     "MISSING_HEADER",
     "INVALID_UTF8",
@@ -204,12 +151,7 @@ ERROR_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorCode))
 
 
 class CorruptionError(TinyAgentError):
-    """A journal that the reducer refuses, located precisely.
-
-    ``seq`` is None for errors the contract reports without one (framing, header,
-    JSON profile, an envelope whose ``seq`` is itself unusable).  The label is
-    the error code; the exit code is always 65.
-    """
+    """A journal that the reducer refuses: its error code, line, and seq (None where the contract gives none)."""
 
     label = CORRUPTION_LABEL
 
@@ -220,10 +162,6 @@ class CorruptionError(TinyAgentError):
         self.line = line
         self.seq = seq
         self.reason = reason
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CORRUPT
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.seq is None else f"line {self.line} (seq {self.seq})"
@@ -238,11 +176,7 @@ class CorruptionError(TinyAgentError):
 
 
 def os_error(error: OSError, what: str) -> TinyAgentError:
-    """The labelled error for an OSError met while touching ``what`` (a path, named in the message).
-
-    One place decides: a missing file is NOT_FOUND; a refusal is PERMISSION;
-    a full, read-only or failing disk is IO_ERROR.  Never "a bug".
-    """
+    """The labelled error for an OSError met while touching ``what`` (a path): never "a bug"."""
     import errno
 
     reason = error.strerror or str(error)

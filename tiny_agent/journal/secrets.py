@@ -1,18 +1,4 @@
-"""Secrets: what one is, and the one redactor every text leaving the process goes through.
-
-What a secret is, once (:mod:`tiny_agent.providers.keys` shows a base URL by the same rule): a key
-and ``Bearer <key>`` (one secret); a base URL's password with its ``Basic`` header, or a username
-alone; a query value whose name says credential (:data:`SECRET_PARAMETER`) or which is a long mix
-of letters and digits.  The secrets the process holds are :func:`known` (the environment's keys,
-then the endpoint's: :func:`remember`).
-
-Where it runs (docs/tools.md, "Redaction"): ``JournalWriter.commit`` (:func:`redact_facts`, raw
-bodies by :func:`redact_body`, which finds a key split across a stream's deltas), ``sys.stdout``
-and ``sys.stderr`` (:func:`guarded_output`), request bodies, HTML pages, and the live display
-(:class:`SecretStream`).  Every spelling is found: each character as itself or escaped as a JSON
-encoder or an HTML escaper writes it (``\\u0073``, ``\\/``, ``&amp;``).  Secrets shorter than
-:data:`MIN_SECRET_LENGTH` are ignored; longer ones match first; the scan repeats until nothing
-matches, and a secret that is a piece of a run of markers is dropped, so it ends.
+"""What a secret is, and the one redactor every text leaving the process goes through (docs/tools.md, "Redaction").
 
 Pure: no I/O (the output guard only wraps the streams it is given).
 """
@@ -27,7 +13,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, AnyStr, Final, TextIO
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import msgspec
 from msgspec import UNSET
@@ -39,7 +25,6 @@ MIN_SECRET_LENGTH: Final = 8
 _SHORT_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "/": "\\/"}
 
 SECRET_PARAMETER: Final = r"(?i)key|token|secret|sig|pass|pwd|auth|credential|code|session"
-"""A query parameter whose name contains one of these carries a credential."""
 
 
 def is_secret_parameter(name: str, value: str = "") -> bool:
@@ -50,11 +35,8 @@ def is_secret_parameter(name: str, value: str = "") -> bool:
 
 
 class Secrets:
-    """The secret strings a process holds, compiled into the patterns that find them in any spelling.
-
-    A plain class rather than a Struct on purpose: its ``repr`` must never
-    show a value (a Struct's would).
-    """
+    """The secret strings a process holds, compiled into the patterns that find them in any spelling (a plain class: no
+    repr shows a value)."""
 
     __slots__ = ("_values", "_spelled", "_cores", "_core_bytes", "_escapes", "_escape_bytes", "_compiled")
 
@@ -135,25 +117,21 @@ def collect_secrets(*, api_key: str | None = None, base_url: str | None = None) 
     return Secrets(values)
 
 
-def url_secrets(url: str) -> list[str]:
-    """The credentials a URL carries: its userinfo and its secret query values (:func:`is_secret_parameter`).
+def basic_credentials(parts: SplitResult) -> str:
+    """The ``Basic`` authorization value an HTTP client builds from a URL's user and password."""
+    return base64.b64encode(f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()).decode("ascii")
 
-    Both the form written in the URL and its percent-decoded form are kept,
-    since a server may echo either.  A username alone (``https://TOKEN@host``)
-    is a token; a username beside a password is kept only inside the Basic
-    authorization value that an HTTP client builds from the pair.
-    """
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries, as written and percent-decoded: a password (and the Basic value made with it), a
+    username alone, and secret query values."""
     parts = urlsplit(url)
     found: list[str] = []
-    username = parts.username
-    password = parts.password
-    if password is not None:
-        found += [password, unquote(password)]
-        pair = f"{unquote(username or '')}:{unquote(password)}".encode()
-        basic = base64.b64encode(pair).decode("ascii")
-        found += [basic, f"Basic {basic}"]
-    elif username:
-        found += [username, unquote(username)]
+    if parts.password is not None:
+        basic = basic_credentials(parts)
+        found += [parts.password, unquote(parts.password), basic, f"Basic {basic}"]
+    elif parts.username:
+        found += [parts.username, unquote(parts.username)]
     written = [piece.partition("=")[2] for piece in parts.query.split("&") if piece]
     decoded = parse_qsl(parts.query, keep_blank_values=True)
     for (name, value), as_written in zip(decoded, written, strict=False):
@@ -183,28 +161,23 @@ def remember(secrets: Secrets, *, replace: bool = False) -> None:
 
 def redact_text(text: str, secrets: Secrets | None = None) -> tuple[str, int]:
     """``text`` with every secret (in any spelling) replaced by the marker, and how many replacements were made."""
-    held = _known if secrets is None else secrets
-    if not held._values or not held._may_hold(text):
-        return text, 0
-    return _replace_until_none_left(held._regex("text"), MARKER, text)
+    return _redact(text, "text", MARKER, secrets)
 
 
 def redact_bytes(data: bytes, secrets: Secrets | None = None) -> tuple[bytes, int]:
     """The same over bytes (a body that is not UTF-8 text), matching each secret's UTF-8 encoding."""
+    return _redact(data, "bytes", MARKER.encode("ascii"), secrets)
+
+
+def _redact(data: AnyStr, kind: str, marker: AnyStr, secrets: Secrets | None) -> tuple[AnyStr, int]:
     held = _known if secrets is None else secrets
-    if not held._values or not held._may_hold(data):
-        return data, 0
-    return _replace_until_none_left(held._regex("bytes"), MARKER.encode("ascii"), data)
-
-
-def _replace_until_none_left(pattern: re.Pattern[AnyStr], marker: AnyStr, data: AnyStr) -> tuple[AnyStr, int]:
-    """Replace until nothing matches: a replacement can join the text around it into a new occurrence."""
     total = 0
-    while True:
-        data, count = pattern.subn(marker, data)
+    while held._values and held._may_hold(data):  # again: a replacement can join what is around it into a new occurrence
+        data, count = held._regex(kind).subn(marker, data)
         if count == 0:
-            return data, total
+            break
         total += count
+    return data, total
 
 
 _INNER: Final = r'[^"\\\n]*(?:\\.[^"\\\n]*)*'
@@ -214,15 +187,8 @@ _NAMES: Final = r'"([^"\\\n]*)"\s*:\s*"'
 
 
 def redact_body(text: str, secrets: Secrets | None = None) -> tuple[str, int]:
-    """A response body with every secret replaced, those a stream splits across its events too.
-
-    The string values of each member name (``content``, ``arguments``,
-    ``text``, ``delta``...) are decoded and searched as one text: a match
-    spanning several values leaves the marker in the first and removes the
-    rest of it from the others, so the body reassembles to the answer with the
-    marker.  Then the body as a whole is searched (an error page, a value in
-    an array).
-    """
+    """A response body with every secret replaced, those a stream splits across the values of one member name too (the
+    marker in the first piece, the rest removed from the others); then the body as a whole."""
     held = _known if secrets is None else secrets
     streamed = text.startswith(("data:", "event:", ":")) or "\ndata:" in text
     if not held or not (streamed or held._may_hold(text)):
@@ -316,12 +282,7 @@ def _scrubbed(value: Any, secrets: Secrets) -> tuple[Any, int]:
 
 
 class SecretStream:
-    """Text that arrives in pieces (a streamed answer), let out redacted, never a piece of a secret.
-
-    What may be the start of a secret stays held until the next piece shows
-    that it is not (or completes it, and the marker goes out instead);
-    :meth:`finish` lets out what is held when the text ends.
-    """
+    """Text that arrives in pieces (a streamed answer), let out redacted: what may start a secret is held back."""
 
     def __init__(self) -> None:
         self._held = ""
@@ -340,29 +301,16 @@ class SecretStream:
 # -- the process's output ------------------------------------------------------------------
 
 
-class _GuardedText:
-    """A text stream whose every write is redacted first; the rest is the stream's own."""
+class _Guarded:
+    """A stream whose every write is redacted first (a text stream's ``buffer`` too); the rest is the stream's own."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.buffer = _GuardedBytes(stream.buffer) if hasattr(stream, "buffer") else None
+    def __init__(self, stream: TextIO | IO[bytes], text: bool = True) -> None:
+        self._stream: Any = stream
+        if text:
+            self.buffer = _Guarded(stream.buffer, text=False) if hasattr(stream, "buffer") else None
 
-    def write(self, text: str) -> int:
-        self._stream.write(redact_text(text)[0])
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-class _GuardedBytes:
-    """The binary side of a guarded stream (``sys.stdout.buffer``)."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-
-    def write(self, data: bytes) -> int:
-        self._stream.write(redact_bytes(bytes(data))[0])
+    def write(self, data: str | bytes) -> int:
+        self._stream.write(redact_text(data)[0] if isinstance(data, str) else redact_bytes(bytes(data))[0])
         return len(data)
 
     def __getattr__(self, name: str) -> Any:
@@ -375,8 +323,8 @@ def guarded_output(secrets: Secrets) -> Iterator[None]:
     held = _known
     remember(secrets, replace=True)
     saved = sys.stdout, sys.stderr
-    sys.stdout = _GuardedText(saved[0]) if saved[0] is not None else saved[0]
-    sys.stderr = _GuardedText(saved[1]) if saved[1] is not None else saved[1]
+    sys.stdout = _Guarded(saved[0]) if saved[0] is not None else saved[0]
+    sys.stderr = _Guarded(saved[1]) if saved[1] is not None else saved[1]
     try:
         yield
     finally:

@@ -1,7 +1,4 @@
-"""A resolved endpoint: the profile, base URL, model and key a session talks to, and its routing identity.
-
-docs/provider.md, "Keys go only where they belong" and "What the journal records".  Pure.
-"""
+"""The endpoint a session talks to, and its routing identity (docs/provider.md, "Keys go only where they belong").  Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import msgspec
 
 from tiny_agent.errors import ConfigError
 from tiny_agent.journal.secrets import Secrets, collect_secrets
-from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem, is_loopback, safe_base_url
+from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem, safe_base_url
 from tiny_agent.wire.registry import Api, adapter_identity
 
 if TYPE_CHECKING:
@@ -20,11 +17,7 @@ if TYPE_CHECKING:
 
 
 class Endpoint:
-    """Where requests go and with which key.
-
-    The key is in no repr or str, and cannot be pickled: only :meth:`auth_header` hands it out, as the one header
-    that carries it.  ``base_url`` is the safe form; :meth:`url` builds the URL to request, credentials included.
-    """
+    """Where requests go and with which key: only :meth:`auth_header` hands the key out; ``base_url`` is the safe form."""
 
     __slots__ = ("profile", "model", "key_source", "chosen_by", "_request_base", "_key", "_key_problem")
 
@@ -42,9 +35,7 @@ class Endpoint:
         self.profile = profile
         self.model = model
         self.key_source = key_source
-        """The environment variable the key came from, or None when no key is sent."""
         self.chosen_by = chosen_by
-        """How the profile was chosen: ``--provider``, ``OPENROUTER_API_KEY``, the config file, ..."""
         self._request_base = base_url.rstrip("/")
         self._key = key
         self._key_problem = key_problem
@@ -58,20 +49,12 @@ class Endpoint:
         return self.profile.api
 
     @property
-    def adapters(self) -> tuple[str, ...]:
-        return self.profile.adapters
-
-    @property
     def base_url(self) -> str:
         return safe_base_url(self._request_base)
 
     @property
     def host(self) -> str:
         return urlsplit(self._request_base).hostname or ""
-
-    @property
-    def is_local(self) -> bool:
-        return is_loopback(self.host)
 
     @property
     def routing_identity(self) -> str:
@@ -83,20 +66,11 @@ class Endpoint:
         """``chat-completions:v1``, ``chat-completions:v1+empty-tool-calls-is-none@1``, ``anthropic-messages:v1``..."""
         return adapter_identity(self.profile.api, self.profile.adapters)
 
-    @property
-    def headers(self) -> dict[str, str]:
-        """Extra non-secret headers for every request (``anthropic-version``, ``X-Title``)."""
-        return dict(self.profile.headers)
-
     def url(self, path: str) -> str:
         """``{base URL}/{path}``, keeping the base URL's query (Azure's ``api-version``) after the path."""
         parts = urlsplit(self._request_base)
         joined = parts.path.rstrip("/") + "/" + path.lstrip("/")
         return parts._replace(path=joined).geturl()
-
-    @property
-    def has_key(self) -> bool:
-        return self._key is not None
 
     def require_key(self) -> None:
         """Raise the ``ConfigError`` that says which variable to set, if this endpoint cannot get a key."""
@@ -116,9 +90,9 @@ class Endpoint:
         return collect_secrets(api_key=self._key, base_url=self._request_base)
 
     def request_headers(self) -> dict[str, str]:
-        """The extra headers plus the key's header: everything profile-specific a request carries."""
+        """The profile's extra headers (``anthropic-version``, ``X-Title``) plus the key's: all a request carries of it."""
         auth = self.auth_header()
-        return self.headers | ({auth[0]: auth[1]} if auth is not None else {})
+        return dict(self.profile.headers) | ({auth[0]: auth[1]} if auth is not None else {})
 
     def __repr__(self) -> str:
         key = f"from {self.key_source}" if self._key is not None else "none"

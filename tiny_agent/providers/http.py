@@ -1,13 +1,6 @@
-"""The provider seam: one physical request in, the response out exactly as it arrives.
+"""The provider seam: one request in, the response out exactly as it arrives, interpreting nothing (docs/provider.md, "HTTP").
 
-A :class:`Provider` sends a :class:`WireRequest` and fills a :class:`Received` with the status, the
-content type and the body as it arrives (decoded), interpreting nothing: the caller journals it
-before anything parses it, including the part that arrived before a break-off, a limit or Ctrl-C.
-
-:class:`HttpProvider` speaks HTTP/1.1 through httpcore, imported only when one is made.  Its
-limits are kept by the waits themselves (:class:`_Clock` bounds every socket operation), and the
-body is decoded and counted a bounded piece at a time.  The key is added for its own host only,
-and is in no repr, message or file.
+:class:`HttpProvider` speaks HTTP/1.1 through httpcore, imported only when one is made.
 """
 
 from __future__ import annotations
@@ -36,7 +29,7 @@ if TYPE_CHECKING:
 TransportKind = Literal["timeout", "connect", "protocol"]
 
 _INFLATE: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-"""The content encodings tiny-agent asks for and removes (zlib's window bits for each)."""
+"""The content encodings tiny-agent asks for and removes (zlib's window bits)."""
 
 
 class TransportError(Exception):
@@ -49,7 +42,6 @@ class TransportError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """Connect failures and timeouts before any response are worth another attempt."""
         return self.kind in ("connect", "timeout")
 
 
@@ -62,9 +54,7 @@ class Received:
         self.content_encoding: str | None = None
         """The ``Content-Encoding`` it came with; the body held here is always decoded."""
         self.retry_after: str | None = None
-        """The ``Retry-After`` header, if any (used for the wait, never journaled)."""
         self.incomplete: str | None = None
-        """Why the body ended early, when it did."""
         self._parts: list[bytes] = []
         self._on_bytes = on_bytes
 
@@ -101,13 +91,8 @@ def raw_response(
     incomplete: str | None = None,
     content_encoding: str | None = None,
 ) -> RawResponse:
-    """Text when the bytes are UTF-8, base64 otherwise; ``incomplete`` says why a body ended early,
-    ``content_encoding`` what it was decoded from.  The journal's writer redacts it (and counts) on commit."""
-    try:
-        text: str | msgspec.UnsetType = body.decode("utf-8")
-        encoded: str | msgspec.UnsetType = msgspec.UNSET
-    except UnicodeDecodeError:
-        text, encoded = msgspec.UNSET, base64.b64encode(body).decode("ascii")
+    """The ``raw`` fact of a response (the journal's writer redacts it, and counts, on commit)."""
+    text, encoded = body_fields(body)
     return RawResponse(
         status=status,
         contentType=content_type,
@@ -118,35 +103,31 @@ def raw_response(
     )
 
 
-class Provider(Protocol):
-    """Sends one request and fills ``received``.
+def body_fields(data: bytes) -> tuple[str | msgspec.UnsetType, str | msgspec.UnsetType]:
+    """``(body, bodyBase64)`` as the journal keeps bytes: text when they are UTF-8, base64 otherwise."""
+    try:
+        return data.decode("utf-8"), msgspec.UNSET
+    except UnicodeDecodeError:
+        return msgspec.UNSET, base64.b64encode(data).decode("ascii")
 
-    Raises :class:`TransportError` only when no response arrived at all (no
-    status line).  A response that breaks off after it started returns
-    normally with ``received.incomplete`` saying why: its bytes are journaled.
-    ``KeyboardInterrupt`` passes through, with whatever arrived in ``received``.
-    """
+
+class Provider(Protocol):
+    """Sends one request and fills ``received``: :class:`TransportError` only when no status line arrived (else the bytes
+    are journaled, with ``received.incomplete`` saying why they stopped); Ctrl-C passes through with what arrived."""
 
     def send(self, request: WireRequest, received: Received) -> None: ...
 
     def close(self) -> None: ...
 
 
-# -- HTTP ------------------------------------------------------------------------------
-
-
 class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How long an attempt may wait, and how much of a response it keeps (docs/provider.md)."""
+    """How long an attempt may wait, and how much of a response it keeps (docs/provider.md, "Retries, timeouts")."""
 
     connect: float = 10.0
     read: float = 600.0
-    """Waiting for a response to start, or for the next bytes of a whole body (slow local models need long)."""
     stream_idle: float = 120.0
-    """Waiting for the next bytes of a stream once it has started."""
     attempt: float = 1800.0
-    """The whole attempt, from connecting to the last byte, whatever trickles in meanwhile."""
     max_response_bytes: int = 64 * 1024 * 1024
-    """The most body bytes an attempt takes, counted as received and again as decoded."""
 
 
 class _Cut(Exception):
@@ -224,11 +205,7 @@ def _network(clock: _Clock) -> httpcore.NetworkBackend:
 
 
 class HttpProvider:
-    """POST to the endpoint's URL for ``request.path``; the body as received (decoded), streamed or whole.
-
-    Redirects are never followed (httpcore follows none): an ``x-api-key`` or
-    ``api-key`` header would go along to another origin.
-    """
+    """POST to the endpoint's URL for ``request.path``; redirects never followed (a key header would go along)."""
 
     def __init__(self, endpoint: Endpoint, limits: Limits = Limits()) -> None:
         import httpcore
@@ -322,10 +299,7 @@ class HttpProvider:
 
 
 def _pool(url: str, network: httpcore.NetworkBackend) -> httpcore.ConnectionPool:
-    """Connections to ``url``'s host, through the proxy the environment names for it, if any.
-
-    ``HTTPS_PROXY``, ``HTTP_PROXY`` or ``ALL_PROXY``, unless ``NO_PROXY`` covers the host.
-    """
+    """Connections to ``url``'s host, through the proxy the environment names for it (docs/provider.md, "Proxies")."""
     import urllib.request
 
     import httpcore

@@ -1,8 +1,4 @@
-"""Where a key may go, and what of a base URL may be shown (docs/provider.md, "Keys go only where they belong").
-
-What is secret in a URL is :func:`tiny_agent.journal.secrets.is_secret_parameter`, the redactor's own rule.
-Pure: the environment is a mapping passed in.
-"""
+"""Where a key may go, and what of a base URL may be shown (docs/provider.md, "Keys go only where they belong").  Pure."""
 
 from __future__ import annotations
 
@@ -22,9 +18,7 @@ EXPLICIT_KEY_ENV: Final = "TINY_AGENT_API_KEY"
 PROFILE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 """A profile's name: what routing identities and the config file may hold."""
 KEY_VARIABLE_SUFFIX: Final = "_API_KEY"
-"""Every profile's key variable ends so (``OPENAI_API_KEY``): the environment's keys, hidden from the start."""
 REDACTED: Final = "redacted"
-"""What a secret-looking query value is shown as in a safe base URL."""
 _ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "git", "socks5", "grpc"))
 """Schemes a message may show: none of them can be a misplaced secret."""
 
@@ -91,10 +85,7 @@ def may_receive_key(profile: Profile, scheme: str, host: str) -> bool:
 
 
 class KeyChoice:
-    """Which key goes to the endpoint: the value, its variable, or why there is none.
-
-    A plain class, not a Struct: it holds a key, so it must not be encodable and its repr must not show the value.
-    """
+    """Which key goes to the endpoint: the value, its variable, or why there is none (a plain class: no repr of the key)."""
 
     __slots__ = ("value", "source", "problem")
 
@@ -102,7 +93,6 @@ class KeyChoice:
         self.value = value
         self.source = source
         self.problem = problem
-        """Set when the endpoint needs a key that may not, or cannot, be sent."""
 
     def __repr__(self) -> str:
         return f"KeyChoice(source={self.source!r}, problem={self.problem!r})"

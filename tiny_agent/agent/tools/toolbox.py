@@ -1,19 +1,4 @@
-"""Running the built-in tools, confined to one working directory.
-
-A tool failure is an ordinary error result for the model, never an exception.
-
-- ``read`` opens nothing but a regular file: it checks with ``lstat`` first,
-  opens with ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO swapped in meanwhile cannot
-  block the open) and checks the descriptor again with ``fstat``.
-- ``write`` and ``edit`` ask first: they run when ``allow_write`` is set,
-  else when the approver (the user at a terminal) says yes, else they are
-  refused.  How it was decided is part of the result content, so the journal
-  records it.
-- ``list``, ``glob`` and ``grep`` are :mod:`tiny_agent.agent.tools.files`.
-- ``bash`` runs with a scrubbed environment, inside bubblewrap when it works
-  here (see :mod:`tiny_agent.agent.tools.sandbox`); the first line of its result names
-  the sandbox it ran in.
-"""
+"""Running the built-in tools, confined to one working directory (docs/tools.md); a failure is an error result, never raised."""
 
 from __future__ import annotations
 
@@ -27,7 +12,7 @@ import sys
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol, TextIO
+from typing import Any, Final, Literal, Protocol, TextIO
 
 import msgspec
 
@@ -49,35 +34,26 @@ from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 READ_LIMIT: Final = 256 * 1024
 OUTPUT_LIMIT: Final = files.OUTPUT_LIMIT
 DIFF_LINE_LIMIT: Final = 200
-"""Diff lines shown in a write proposal; more would scroll the question off the screen."""
 DIFF_WIDTH_LIMIT: Final = 400
-"""Characters shown of one diff line (a minified file is one huge line)."""
 DIFF_INPUT_LIMIT: Final = READ_LIMIT
 """Files larger than this on either side get no diff: difflib's cost grows faster than their size."""
 
 NO_APPROVER_REASON: Final = "no terminal; use --allow-write"
 
 
-class ConfinementError(Refusal):
-    """A path that would leave the working directory."""
-
-
 class WriteProposal(msgspec.Struct, frozen=True):
-    """What a ``write`` call would do, shown to whoever approves it."""
+    """What a ``write`` or ``edit`` call would do, shown to whoever approves it (docs/tools.md, "Write approval")."""
 
     path: str
-    """The path as the model gave it, relative to the working directory."""
     exists: bool
     size_before: int | None
-    """Bytes in the file now; None when it does not exist."""
     size_after: int
     diff: str | None
-    """A unified diff (truncated to DIFF_LINE_LIMIT lines), or None when there is none to show."""
     no_diff_reason: str | None = None
 
 
 class ApprovalDecision(msgspec.Struct, frozen=True):
-    """An answer to a write proposal; ``reason`` goes into the tool result (``approved by the user``)."""
+    """An answer to a write proposal; ``reason`` goes into the tool result."""
 
     approved: bool
     reason: str
@@ -95,19 +71,9 @@ class MoreTools(Protocol):
 
     def execute(self, name: str, arguments: dict[str, Any], link: str | None) -> ToolOutcome: ...
 
-ALLOWED_BY_FLAG: Final = ApprovalDecision(approved=True, reason="allowed by --allow-write")
-
 
 class ToolBox:
-    """The tools offered to the model, bound to one working directory.
-
-    ``allow_write`` runs every write; otherwise ``approve`` is asked, and
-    without an approver a write is refused.  ``sandbox`` picks how ``bash``
-    runs (``auto``: in bubblewrap when it works here).  ``protected`` paths
-    (the sessions directory) may be read but not written, by ``write`` nor
-    (when sandboxed) by ``bash``.  ``environ`` replaces ``os.environ`` as
-    the environment that ``bash`` commands inherit a scrubbed part of.
-    """
+    """The tools offered to the model, bound to one working directory (docs/tools.md); ``environ`` stands for os.environ."""
 
     def __init__(
         self,
@@ -140,7 +106,6 @@ class ToolBox:
 
     @property
     def sandbox_mode(self) -> SandboxMode | None:
-        """How ``bash`` runs (``bubblewrap`` or ``none``); None when bash is not offered."""
         return None if self.sandbox is None else self.sandbox.mode
 
     @property
@@ -191,12 +156,12 @@ class ToolBox:
     def confine(self, path_text: str) -> Path:
         """The real path for ``path_text`` if it stays inside the working directory."""
         if not path_text or "\x00" in path_text:
-            raise ConfinementError("path is empty or contains a NUL byte")
+            raise Refusal("path is empty or contains a NUL byte")
         if os.path.isabs(path_text):
-            raise ConfinementError(f"{path_text}: absolute paths are not allowed; use a path relative to the working directory")
+            raise Refusal(f"{path_text}: absolute paths are not allowed; use a path relative to the working directory")
         resolved = Path(os.path.realpath(self.root / path_text))
         if resolved != self.root and self.root not in resolved.parents:
-            raise ConfinementError(f"{path_text}: leaves the working directory")
+            raise Refusal(f"{path_text}: leaves the working directory")
         return resolved
 
     def _refuse_protected(self, path: Path, path_text: str) -> None:
@@ -259,7 +224,7 @@ class ToolBox:
 
     def _decide(self, proposal: WriteProposal) -> ApprovalDecision:
         if self.allow_write:
-            return ALLOWED_BY_FLAG
+            return ApprovalDecision(approved=True, reason="allowed by --allow-write")
         if self.approve is None:
             return ApprovalDecision(approved=False, reason=NO_APPROVER_REASON)
         return self.approve(proposal)
@@ -317,9 +282,6 @@ def _found(text: str) -> ToolOutcome:
     return ToolOutcome(content=text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), ok=True)
 
 
-# -- the file a change replaces ---------------------------------------------------------------
-
-
 def _encode(path_text: str, content: str) -> bytes:
     try:
         return content.encode("utf-8")
@@ -352,11 +314,8 @@ def _existing_content(path: Path, path_text: str) -> ExistingFile | None:
         return ExistingFile(size=len(data), text=None, no_diff_reason="the file is not UTF-8 text")
 
 
-# -- write proposals -----------------------------------------------------------------
-
-
 def propose_write(path_text: str, before: ExistingFile | None, encoded: bytes) -> WriteProposal:
-    """The proposal for replacing ``before`` (None: no file yet) with ``encoded``."""
+    """The proposal for replacing ``before`` (None: no file yet) with ``encoded``; its diff cut to the limits above."""
     size_before = None if before is None else before.size
     if before is not None and before.text is None:
         return WriteProposal(path_text, True, size_before, len(encoded), None, before.no_diff_reason)
@@ -366,29 +325,16 @@ def propose_write(path_text: str, before: ExistingFile | None, encoded: bytes) -
     old_lines = [] if before is None or before.text is None else before.text.splitlines(keepends=True)
     new_lines = encoded.decode("utf-8").splitlines(keepends=True)
     old_name = "/dev/null" if before is None else f"a/{path_text}"
-    diff = unified_diff(old_lines, new_lines, old_name, f"b/{path_text}")
-    return WriteProposal(path_text, before is not None, size_before, len(encoded), diff or None, None if diff else "no change")
-
-
-def unified_diff(old_lines: list[str], new_lines: list[str], old_name: str, new_name: str) -> str:
-    """A unified diff cut to DIFF_LINE_LIMIT lines of at most DIFF_WIDTH_LIMIT characters."""
-    lines = [line.removesuffix("\n") for line in difflib.unified_diff(old_lines, new_lines, old_name, new_name)]
+    lines = [line.removesuffix("\n") for line in difflib.unified_diff(old_lines, new_lines, old_name, f"b/{path_text}")]
     shown = [cut(line, DIFF_WIDTH_LIMIT) for line in lines[:DIFF_LINE_LIMIT]]
     if len(lines) > DIFF_LINE_LIMIT:
         shown.append(f"[diff truncated: {len(lines) - DIFF_LINE_LIMIT} more lines]")
-    return "\n".join(shown)
-
-
-# -- asking at the terminal --------------------------------------------------------------
+    diff = "\n".join(shown)
+    return WriteProposal(path_text, before is not None, size_before, len(encoded), diff or None, None if diff else "no change")
 
 
 def render_proposal(proposal: WriteProposal) -> str:
-    """The proposal as the user reads it, with control characters made visible.
-
-    The model chose the path and the content: raw escape sequences could
-    clear the screen or redraw the question, so every control, format or
-    unassigned character is shown as an escape (``\\x1b``) instead.
-    """
+    """The proposal as the user reads it, every character that could steer the terminal made visible."""
     path = printable(proposal.path)
     if proposal.exists:
         summary = f"replace {path} ({proposal.size_before} bytes now, {proposal.size_after} bytes after)"
@@ -403,7 +349,7 @@ def render_proposal(proposal: WriteProposal) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every character that could steer a terminal replaced by a visible escape."""
+    """``text`` with every control, format or unassigned character shown as an escape (``\\x1b``): the model chose it."""
     return "".join(_visible(character) for character in text)
 
 
@@ -414,33 +360,40 @@ def _visible(character: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+Answer = Literal["yes", "always", "no", "closed"]
+REASONS: Final = {"yes": "approved by the user", "no": "the user declined", "closed": "the terminal closed before an answer"}
+"""What each answer but ``always`` puts in the result (a write's and an MCP call's alike)."""
 ALWAYS: Final = "approved by the user, always for this session"
 
 
-def ask_on_terminal(proposal: WriteProposal, *, answers: TextIO | None = None, prompts: TextIO | None = None) -> ApprovalDecision:
-    """Show ``proposal`` on ``prompts`` (stderr) and read y/N/a from ``answers`` (stdin); anything else declines."""
+def ask(question: str, prompt: str, answers: TextIO | None = None, prompts: TextIO | None = None) -> Answer:
+    """Show ``question`` and ``prompt`` on ``prompts`` (stderr), read a line of ``answers`` (stdin): y, a, else, or none."""
     answers = sys.stdin if answers is None else answers
     prompts = sys.stderr if prompts is None else prompts
-    prompts.write(render_proposal(proposal) + "\n")
-    prompts.write(f"Write {printable(proposal.path)}? [y/N, a: always for this session] ")
+    prompts.write(f"{question}\n{prompt}")
     prompts.flush()
     line = answers.readline()
     if not line:
         prompts.write("\n")
-        return ApprovalDecision(approved=False, reason="the terminal closed before an answer")
+        return "closed"
     answer = line.strip().lower()
-    if answer in ("y", "yes"):
-        return ApprovalDecision(approved=True, reason="approved by the user")
-    if answer in ("a", "always"):
-        return ApprovalDecision(approved=True, reason=ALWAYS)
-    return ApprovalDecision(approved=False, reason="the user declined")
+    return "yes" if answer in ("y", "yes") else "always" if answer in ("a", "always") else "no"
+
+
+def at_terminal() -> bool:
+    """Whether stdin and stderr are both terminals: someone can be asked."""
+    return sys.stdin is not None and sys.stderr is not None and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def ask_on_terminal(proposal: WriteProposal, *, answers: TextIO | None = None, prompts: TextIO | None = None) -> ApprovalDecision:
+    """Show ``proposal`` on ``prompts`` (stderr) and read y/N/a from ``answers`` (stdin); anything else declines."""
+    prompt = f"Write {printable(proposal.path)}? [y/N, a: always for this session] "
+    answer = ask(render_proposal(proposal), prompt, answers, prompts)
+    return ApprovalDecision(approved=answer in ("yes", "always"), reason=ALWAYS if answer == "always" else REASONS[answer])
 
 
 class TerminalApprover:
-    """Asks on the terminal until the user answers ``always``; then approves the session's writes without asking.
-
-    Each decision's reason goes into its tool result, so the journal says which writes were approved how.
-    """
+    """Asks on the terminal until the user answers ``always``; then approves the session's writes without asking."""
 
     def __init__(self) -> None:
         self.always = False
@@ -454,21 +407,12 @@ class TerminalApprover:
 
 
 def terminal_approver() -> Approver | None:
-    """A :class:`TerminalApprover` when stdin and stderr are both terminals; None otherwise (writes are refused)."""
-    if sys.stdin is None or sys.stderr is None or not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return None
-    return TerminalApprover()
-
-
-# -- processes ----------------------------------------------------------------------------
+    """A :class:`TerminalApprover` at a terminal; None otherwise (writes are refused)."""
+    return TerminalApprover() if at_terminal() else None
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the command's process group; inside bubblewrap that ends its whole PID namespace.
-
-    The output pipe is closed, not drained: a process that left the group
-    (``setsid``, possible only without the sandbox) may hold it open forever.
-    """
+    """Kill the command's process group (in bubblewrap: its PID namespace); close, not drain, the pipe (docs/tools.md)."""
     with contextlib.suppress(ProcessLookupError):  # the group already ended: nothing is left to kill
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()

@@ -1,21 +1,12 @@
-"""The MCP servers of a run: their tools offered, approved, called, and every byte journaled.
-
-:class:`McpTools` starts each server (a failure is :class:`McpUnavailable`, one line, exit 69),
-offers its tools under collision-free names, runs a call only when it is allowed (the config's
-``allowed_tools``, ``--allow-mcp NAME``, or the user at a terminal), and hands what crossed the
-wire to the journal as ``mcp`` facts: while a call runs (so a crash keeps the request), when it
-ends, and at start-up and shutdown (unlinked).  A transport failure fails the call (never run
-again: its effect is unknown); the next call reconnects, at most :data:`RECONNECTS` times.
-"""
+"""The MCP servers of a run: their tools offered, approved, called, and every byte journaled (docs/tools.md, "MCP servers")."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio.from_thread
 import msgspec
@@ -24,7 +15,7 @@ from msgspec import UNSET, UnsetType
 from tiny_agent.agent.tools.mcp import schema_problem, tool_name
 from tiny_agent.agent.tools.mcp.client import McpFailure, Session, summarise
 from tiny_agent.agent.tools.mcp.wire import Captured, WireLog
-from tiny_agent.agent.tools.toolbox import printable
+from tiny_agent.agent.tools.toolbox import REASONS, Answer, ask, at_terminal, printable
 from tiny_agent.errors import ConfigError, McpUnavailable
 from tiny_agent.journal.canonical import canonical_digest
 from tiny_agent.journal.facts import McpFact, McpMessage
@@ -33,14 +24,13 @@ from tiny_agent.journal.secrets import Secrets, remember, url_secrets
 from tiny_agent.journal.state import SessionState
 from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 from tiny_agent.journal.transcript import ToolMessage
+from tiny_agent.providers.http import body_fields
 from tiny_agent.providers.userconfig import McpServer, expand_references
 
 T = TypeVar("T")
 RESULT_LIMIT: Final = 64 * 1024
-"""Characters of a result the model sees; the journal keeps the whole message."""
 RECONNECTS: Final = 2
 ALWAYS: Final = "approved by the user: always for this server"
-Answer = Literal["yes", "always", "no", "closed"]
 McpApprover = Callable[[str, str, dict[str, Any]], Answer]
 """Asked (server, tool, arguments) when a tool is not allowed up front."""
 
@@ -129,8 +119,6 @@ class McpTools:
             declaration = ToolDeclaration(name=public, definitionDigest=digest, replay="never", replayKey=spec.replay_key)
             self.tools[public] = _Tool(name, tool["name"], spec, declaration)
 
-    # -- the ToolBox's face -----------------------------------------------------------------
-
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self.tools.values()]
 
@@ -186,9 +174,7 @@ class McpTools:
         if answer == "always":
             self.always.add(tool.server)
             return True, ALWAYS
-        if answer == "yes":
-            return True, "approved by the user"
-        return False, "the user declined" if answer == "no" else "the terminal closed before an answer"
+        return answer == "yes", REASONS[answer]
 
     def _reconnect(self, server: _Server) -> None:
         if server.reconnects >= RECONNECTS:
@@ -201,8 +187,6 @@ class McpTools:
         if server.session.identity != known:
             server.broken = True
             raise McpFailure("the server came back with other tools or another identity; not calling it", transport=True)
-
-    # -- the journal --------------------------------------------------------------------------
 
     def flush(self, link: str | None = None, everything: bool = False) -> None:
         """Commit what the servers exchanged since the last flush (one ``mcp`` fact per server)."""
@@ -218,13 +202,7 @@ class McpTools:
             self.commit(facts)
 
     def _message(self, record: Captured) -> McpMessage:
-        data = record.data  # redacted by the journal's writer, as every fact (and counted in redactions)
-        text: str | UnsetType = UNSET
-        encoded: str | UnsetType = UNSET
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            encoded = base64.b64encode(data).decode("ascii")
+        text, encoded = body_fields(record.data)  # redacted by the journal's writer, as every fact
         incomplete = record.incomplete if record.done else "still open when the session closed"
         return McpMessage(
             direction=record.direction,
@@ -259,19 +237,10 @@ def ask_on_terminal(server: str, tool: str, arguments: dict[str, Any]) -> Answer
     """Ask on stderr, read stdin: ``y`` once, ``a`` always for this server, anything else declines."""
     shown = printable(json.dumps(arguments, ensure_ascii=False))
     shown = shown if len(shown) <= 2000 else shown[:2000] + f" [{len(shown) - 2000} more characters]"
-    sys.stderr.write(f"tiny-agent: the model asks to run MCP tool {printable(tool)} of server {server} with {shown}\n")
-    sys.stderr.write("Run it? [y = yes / a = always for this server / N = no] ")
-    sys.stderr.flush()
-    line = sys.stdin.readline()
-    if not line:
-        sys.stderr.write("\n")
-        return "closed"
-    answer = line.strip().lower()
-    return "yes" if answer in ("y", "yes") else "always" if answer in ("a", "always") else "no"
+    question = f"tiny-agent: the model asks to run MCP tool {printable(tool)} of server {server} with {shown}"
+    return ask(question, "Run it? [y = yes / a = always for this server / N = no] ")
 
 
 def terminal_approver() -> McpApprover | None:
-    """:func:`ask_on_terminal` when stdin and stderr are terminals; None otherwise (unlisted tools are refused)."""
-    if sys.stdin is None or sys.stderr is None or not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return None
-    return ask_on_terminal
+    """:func:`ask_on_terminal` at a terminal; None otherwise (unlisted tools are refused)."""
+    return ask_on_terminal if at_terminal() else None

@@ -112,10 +112,12 @@ SPEC_MEMBERS: dict[str, set[str]] = {
         "outputOptionsDigest",
         "instructions",
         "requestOptions",
+        "git",
     },
     "TOOL_DIGEST_KEYS": {"name", "definitionDigest"},
     "INSTRUCTION_KEYS": {"path", "digest"},
     "REQUEST_OPTIONS_KEYS": {"maxTokens", "toolChoice", "stream"},
+    "GIT_KEYS": {"commit", "dirty"},
     "RAW_KEYS": {"status", "contentType", "body", "bodyBase64", "contentEncoding", "redactions", "incomplete"},
 }
 

@@ -13,7 +13,7 @@ import msgspec
 from msgspec import UNSET
 
 from tiny_agent.journal.canonical import canonical_digest, sha256_digest
-from tiny_agent.journal.state import ConfigurationSnapshot, InstructionDigest, SentOptions, ToolDigest
+from tiny_agent.journal.state import ConfigurationSnapshot, GitState, InstructionDigest, SentOptions, ToolDigest
 from tiny_agent.journal.tools import ToolDeclaration
 
 ADAPTER_IDENTITY: Final = "chat-completions:v1"
@@ -49,6 +49,8 @@ class Configuration(msgspec.Struct, frozen=True):
     instructions_section: str = ""
     """Their marked section of the system prompt."""
     request_options: SentOptions | None = None
+    git: GitState | None = None
+    """The working directory's git commit, recorded but not digested (docs/journal.md)."""
 
     @property
     def prompt(self) -> str:
@@ -65,6 +67,7 @@ class Configuration(msgspec.Struct, frozen=True):
             outputOptionsDigest=canonical_digest(self.output_options),
             instructions=self.instructions or UNSET,
             requestOptions=self.request_options or UNSET,
+            git=self.git or UNSET,
         )
 
     @property

@@ -9,6 +9,7 @@ the request of the wire API the session speaks.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
@@ -24,7 +25,7 @@ from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.errors import UsageError
 from tiny_agent.journal.facts import Fact
 from tiny_agent.journal.secrets import remember
-from tiny_agent.journal.state import CompactionOperation, SentOptions, SessionState
+from tiny_agent.journal.state import CompactionOperation, GitState, SentOptions, SessionState
 from tiny_agent.journal.transcript import Message, ToolMessage, UserMessage
 from tiny_agent.providers.http import Limits, Provider
 from tiny_agent.wire.chat.adapters import EMPTY_CONTENT
@@ -43,6 +44,24 @@ def environment_identity(cwd: Path) -> str:
     """``$TINY_AGENT_ENVIRONMENT_IDENTITY`` (trimmed) if set, else the working directory's real path."""
     configured = os.environ.get(ENVIRONMENT_IDENTITY_ENV, "").strip()
     return configured or os.path.realpath(cwd)
+
+
+def git_state(cwd: Path) -> GitState | None:
+    """The commit checked out where ``cwd`` is and whether the tree differs from it (untracked files count);
+    None without git, outside a repository, before its first commit, or when git takes over 10 seconds."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain=v2", "--branch"],
+            cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL, timeout=10, check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.decode("utf-8", "replace").splitlines()
+    commit = next((line[len("# branch.oid ") :] for line in lines if line.startswith("# branch.oid ")), "(initial)")
+    if done.returncode != 0 or commit == "(initial)":
+        return None
+    return GitState(commit=commit, dirty=any(not line.startswith("#") for line in lines))
 
 
 
@@ -279,6 +298,7 @@ def build_runtime(
         tools=toolbox.declarations(),
         routing_identity=endpoint.routing_identity,
         environment_identity=environment_identity(cwd),
+        git=git_state(cwd),
         adapter_identity=endpoint.adapter_identity,
         output_options=output_options,
         instructions=instructions.offered,

@@ -27,6 +27,7 @@ from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
 from tiny_agent.journal.links import Origin, Parent
 from tiny_agent.journal.state import (
     ConfigurationSnapshot,
+    GitState,
     InstructionDigest,
     ReplayPolicy,
     SentOptions,
@@ -99,11 +100,12 @@ OPERATION_FINISHED_KEYS: Final = member_names(facts.OperationFinished)
 ERROR_KEYS: Final = member_names(facts.ErrorInfo)
 USAGE_KEYS: Final = member_names(Usage)
 V3_SNAPSHOT_KEYS: Final = member_names(ConfigurationSnapshot)
-SNAPSHOT_KEYS: Final = V3_SNAPSHOT_KEYS - {"instructions", "requestOptions"}
-"""The v2 snapshot's members, exactly (session-v2 §13.1); v3 adds the optional ``instructions`` and ``requestOptions``."""
+SNAPSHOT_KEYS: Final = V3_SNAPSHOT_KEYS - {"instructions", "requestOptions", "git"}
+"""The v2 snapshot's members, exactly (session-v2 §13.1); v3 adds the optional ``instructions``, ``requestOptions``, ``git``."""
 TOOL_DIGEST_KEYS: Final = member_names(ToolDigest)
 INSTRUCTION_KEYS: Final = member_names(InstructionDigest)
 REQUEST_OPTIONS_KEYS: Final = member_names(SentOptions)
+GIT_KEYS: Final = member_names(GitState)
 RAW_KEYS: Final = member_names(facts.RawResponse)
 
 USAGE_COUNTERS: Final[tuple[str, ...]] = tuple(field.encode_name for field in msgspec.structs.fields(Usage))

@@ -8,7 +8,8 @@ reference rule.  How many attempts a step may have is the version profile's
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 from msgspec import UNSET, UnsetType
 
@@ -36,6 +37,7 @@ from tiny_agent.journal.canonical import canonical_json, sha256_digest
 from tiny_agent.journal.facts import StepAttempt
 from tiny_agent.journal.state import (
     ConfigurationSnapshot,
+    GitState,
     InstructionDigest,
     LatestAttempt,
     RunOperation,
@@ -230,6 +232,7 @@ def new_configuration(snapshot: dict[str, Any], keys: frozenset[str] = contract.
         outputOptionsDigest=snapshot["outputOptionsDigest"],
         instructions=instructions,
         requestOptions=_request_options(snapshot["requestOptions"]) if "requestOptions" in snapshot else UNSET,
+        git=_git(snapshot["git"]) if "git" in snapshot else UNSET,
     )
     digest = sha256_digest(canonical_json(normalized.digested()))
     return Configuration(source=snapshot, snapshot=normalized, digest=digest, tool_names=names)
@@ -247,6 +250,18 @@ def _request_options(value: object) -> SentOptions:
     if type(options.get("stream", False)) is not bool:
         fail(INVALID_FACT, f"{what}.stream is not a boolean: {show(options['stream'])}")
     return SentOptions(**options)
+
+
+def _git(value: object) -> GitState:
+    """The v3 ``git`` object: exactly ``commit`` (40 or 64 lower-case hex digits) and ``dirty`` (a boolean)."""
+    state = require_object(value, "configurationSnapshot.git")
+    commit, dirty = state.get("commit"), state.get("dirty")
+    if state.keys() != contract.GIT_KEYS or type(dirty) is not bool or type(commit) is not str or not _COMMIT.fullmatch(commit):
+        fail(INVALID_FACT, f"configurationSnapshot.git is not {{commit: a hex object name, dirty: a boolean}}: {show(state)}")
+    return GitState(commit=commit, dirty=dirty)
+
+
+_COMMIT: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _digests(snapshot: dict[str, Any], member: str, label: str) -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@ Pure.  v3 is v2 plus ``raw``, ``mcp`` and ``seal`` facts, a seal at the end of e
 line, transport retries beyond a step's second attempt (session-v3.md), and
 two optional header members linking a session to where it came from
 (``origin``, ``parent``: docs/journal.md), and the configuration snapshot's
-optional ``instructions`` and ``requestOptions``, and ``compactionStarted``'s optional ``piece``.
+optional ``instructions``, ``requestOptions`` and ``git``, and ``compactionStarted``'s optional ``piece``.
 The fold picks a profile when it reads the header and asks it instead of
 testing the version number, so each difference is named once.
 """
@@ -37,7 +37,7 @@ class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc
     max_attempt: int
     """The highest attempt number a step may reach; a higher one is INVALID_FACT."""
     snapshot_keys: frozenset[str]
-    """The members a configuration snapshot may have (v3 adds the optional ``instructions`` and ``requestOptions``)."""
+    """The members a configuration snapshot may have (v3 adds the optional ``instructions``, ``requestOptions``, ``git``)."""
     compaction_started_keys: frozenset[str]
     """The members a ``compactionStarted`` may have (v3 adds the optional ``piece``)."""
 

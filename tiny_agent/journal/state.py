@@ -59,6 +59,13 @@ class SentOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_
     stream: bool = False
 
 
+class GitState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """v3: the commit checked out in the working directory's git repository, and whether its tree had changes."""
+
+    commit: str
+    dirty: bool
+
+
 class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """What a model request depends on, minus secrets, paths and clocks (session-v2 §13.1)."""
 
@@ -72,10 +79,14 @@ class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=T
     """v3: the project instructions and skills offered, in the order offered (absent when there are none)."""
     requestOptions: SentOptions | UnsetType = UNSET
     """v3: the request options, spelled out (not digested: :meth:`digested` leaves them out)."""
+    git: GitState | UnsetType = UNSET
+    """v3: the git commit worked on (not digested: a new commit does not block a resume)."""
 
     def digested(self) -> ConfigurationSnapshot:
         """What the configuration digest covers (session-v2 §13.2; v3 adds ``instructions``)."""
-        return self if self.requestOptions is UNSET else msgspec.structs.replace(self, requestOptions=UNSET)
+        if self.requestOptions is UNSET and self.git is UNSET:
+            return self
+        return msgspec.structs.replace(self, requestOptions=UNSET, git=UNSET)
 
 
 class LatestAttempt(msgspec.Struct):

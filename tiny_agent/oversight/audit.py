@@ -127,6 +127,14 @@ class InstructionAudit(msgspec.Struct):
     firstAttempt: int
 
 
+class GitAudit(msgspec.Struct):
+    """A git commit the working directory was at, whether its tree had changes, and from which attempt on."""
+
+    commit: str
+    dirty: bool
+    firstAttempt: int
+
+
 class ModelTotals(msgspec.Struct):
     attempts: int = 0
     usage: Usage = Usage()
@@ -170,6 +178,7 @@ class AuditReport(msgspec.Struct):
     drift: bool
     compactions: list[CompactionAudit] = msgspec.field(default_factory=list)
     instructions: list[InstructionAudit] = msgspec.field(default_factory=list)
+    git: list[GitAudit] = msgspec.field(default_factory=list)
     mcp: list[str] = msgspec.field(default_factory=list)
     """MCP messages not linked to a call: start-up (server identity, tool list), shutdown."""
 
@@ -250,6 +259,7 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         drift=any(attempt.drift for attempt in attempts),
         compactions=walk.compactions,
         instructions=list(walk.instructions.values()),
+        git=list(walk.git.values()),
         mcp=walk.mcp,
     )
 
@@ -277,6 +287,7 @@ class _Walk:
         self.counted: tuple[int, int] | None = None
         """The provider's count of the context (prompt and answer) and the context's length then."""
         self.instructions: dict[tuple[str, str], InstructionAudit] = {}
+        self.git: dict[tuple[str, bool], GitAudit] = {}
         self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
         self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
@@ -430,6 +441,9 @@ class _Walk:
         self.attempts[record.attemptId] = attempt
         for item in snapshot.instructions or []:
             self.instructions.setdefault((item.path, item.digest), InstructionAudit(item.path, item.digest, attempt.number))
+        git = snapshot.git
+        if git is not UNSET:
+            self.git.setdefault((git.commit, git.dirty), GitAudit(git.commit, git.dirty, attempt.number))
         self.first_attempt_of_step.setdefault(record.stepId, attempt)
         self.latest_attempt_of_step[record.stepId] = attempt
         self.latest_attempt_of_operation[record.operationId] = attempt

@@ -442,7 +442,7 @@ class V2Export:
         return {**fact, "record": msgspec.Raw(_encode(record))}
 
     def _attempt(self, fact: Members, record: Members) -> Members | None:
-        """Attempts kept as v2 has them, their snapshots without the v3 ``requestOptions`` (never digested)."""
+        """Attempts kept as v2 has them, their snapshots without the v3 ``requestOptions`` and ``git`` (never digested)."""
         attempt = _number(record["attempt"])
         step = self._steps[_text(record["stepId"])]
         if 1 < attempt < step.last:
@@ -453,7 +453,8 @@ class V2Export:
             self.omitted.steps_folded += 1
             record["attempt"] = _raw_int(2)
         snapshot = _members(record["configurationSnapshot"])
-        if snapshot.pop("requestOptions", None) is None and attempt <= 2:
+        extras = [snapshot.pop(name, None) for name in ("requestOptions", "git")]
+        if extras == [None, None] and attempt <= 2:
             return fact
         record["configurationSnapshot"] = msgspec.Raw(_encode(snapshot))
         return {**fact, "record": msgspec.Raw(_encode(record))}

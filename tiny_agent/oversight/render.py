@@ -127,6 +127,9 @@ def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
     yield f"{counted(state.factCount, 'fact')} · {messages} · {len(state.activeContext)} in the model's context"
     yield f"usage: {usage_summary(state.usage)}"
     yield f"operation: {operation_summary(state)}"
+    git = state.lastSnapshot.git if state.lastSnapshot is not None else UNSET
+    if git is not UNSET:
+        yield f"git: {git_summary(git.commit, git.dirty)} (at the newest model request)"
     outcome = outcome_summary(state)
     if outcome is not None:
         yield f"last run: {outcome}"
@@ -138,6 +141,10 @@ def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
             f"warning: torn tail of {torn} bytes after the last newline was ignored "
             f"(an interrupted write; `tiny-agent resume` moves it to a sidecar file)"
         )
+
+
+def git_summary(commit: str, dirty: bool) -> str:
+    return f"commit {commit[:12]}, " + ("with uncommitted changes" if dirty else "clean")
 
 
 def usage_summary(usage: Usage) -> str:
@@ -238,6 +245,9 @@ def audit_lines(report: AuditReport) -> Iterator[str]:
         offered = [["file", "sha256", "from attempt"]]
         offered += [[item.path, item.digest, str(item.firstAttempt)] for item in report.instructions]
         yield from _table(offered, indent="  ")
+    if report.git:
+        yield ""
+        yield from (f"git: {git_summary(item.commit, item.dirty)}, from attempt {item.firstAttempt}" for item in report.git)
     yield ""
     drifted = [attempt.number for attempt in report.attempts if attempt.drift]
     if drifted:

@@ -16,7 +16,7 @@ from typing import Final
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit
 from tiny_agent.oversight.cost import Cost, cost_text, unpriced
-from tiny_agent.oversight.render import compaction_tokens, kept_tail, usage_summary
+from tiny_agent.oversight.render import compaction_tokens, git_summary, kept_tail, usage_summary
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView, clip
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
@@ -78,6 +78,12 @@ def _head(view: SessionView) -> str:
             for i in report.instructions
         )
         rows.append(("instructions offered", f'<ul class="plain">{offered}</ul>'))
+    if report.git:
+        commits = "".join(
+            f'<li>{text(git_summary(g.commit, g.dirty))} <span class="muted">attempt {g.firstAttempt} on</span></li>'
+            for g in report.git
+        )
+        rows.append(("git", f'<ul class="plain">{commits}</ul>'))
     return f"<header><h1>Session {text(header.handle or header.id)}</h1>{facts_table(rows)}</header>"
 
 

@@ -59,17 +59,23 @@ def _listed(ids: set[str]) -> str:
     return ", ".join(sorted(ids))
 
 
+def _turns(body: dict[str, Any]) -> list[tuple[str, Any, Any]] | Violation:
+    """``(where, role, message)`` of each of a non-empty ``messages``."""
+    messages = body.get("messages")
+    if type(messages) is not list or not messages:
+        return Violation("messages", "messages must be a non-empty array")
+    return [(f"messages[{index}]", turn.get("role") if type(turn) is dict else None, turn) for index, turn in enumerate(messages)]
+
+
 _CHAT_ROLES: Final = frozenset(("system", "developer", "user", "assistant", "tool"))
 
 
 def _chat(body: dict[str, Any], headers: Mapping[str, str]) -> Violation | None:
-    messages = body.get("messages")
-    if type(messages) is not list or not messages:
-        return Violation("messages", "messages must be a non-empty array")
+    turns = _turns(body)
+    if isinstance(turns, Violation):
+        return turns
     pending: set[str] = set()
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        role = message.get("role") if type(message) is dict else None
+    for where, role, message in turns:
         if role not in _CHAT_ROLES:
             return Violation("messages", f"{where}.role is {role!r}, not a known role")
         if role == "tool":
@@ -95,13 +101,11 @@ def _anthropic(body: dict[str, Any], headers: Mapping[str, str]) -> Violation | 
         return Violation("version", "the anthropic-version header is missing")
     if "authorization" in headers:
         return Violation("credentials", "the credential came in Authorization; Anthropic reads it from x-api-key")
-    messages = body.get("messages")
-    if type(messages) is not list or not messages:
-        return Violation("messages", "messages must be a non-empty array")
+    turns = _turns(body)
+    if isinstance(turns, Violation):
+        return turns
     open_uses: set[str] = set()
-    for index, turn in enumerate(messages):
-        where = f"messages[{index}]"
-        role = turn.get("role") if type(turn) is dict else None
+    for index, (where, role, turn) in enumerate(turns):
         expected = "user" if index % 2 == 0 else "assistant"
         if role != expected:
             return Violation(

@@ -1,11 +1,6 @@
-"""Journals made from other journals: upgrade (v2 to v3), fork, export; and checking the links they keep.
-
-The I/O around the pure copies of :mod:`tiny_agent.oversight.lineage`.  Each command
-first reduces its source in full (a journal the fold refuses is never copied)
-and then reads exactly the lines it reduced, so a writer appending meanwhile
-changes nothing.  A new session appears whole or not at all
-(:meth:`tiny_agent.stores.base.Store.create_from`); the source is never written.
-"""
+"""Journals made from other journals (upgrade, fork, import, export: docs/cli.md) and checking the links they keep: the
+I/O around the pure copies of :mod:`tiny_agent.oversight.lineage`.  Each reduces its source in full, then reads exactly
+the lines it reduced (a writer appending meanwhile changes nothing); the source is never written."""
 
 from __future__ import annotations
 
@@ -38,11 +33,9 @@ from tiny_agent.oversight.lineage import (
     scan_prefix,
     upgraded,
 )
-from tiny_agent.stores.base import Session, SessionNotFound, Store
+from tiny_agent.stores.base import AmbiguousSession, Session, SessionNotFound, Store
 from tiny_agent.stores.files import disk as filestore
-from tiny_agent.stores.files.catalog import upgrades_of
-from tiny_agent.stores.files.disk import SessionLocked, holder_pid, is_locked, list_journals, session_id_of
-from tiny_agent.stores.files.store import FileStore
+from tiny_agent.stores.files.disk import SessionLocked, holder_pid, is_locked
 from tiny_agent.stores.journal import WRITER_VERSION, Durability, fold_chunks, lines_of
 
 PARENT_MISMATCH: Final = "PARENT_MISMATCH"
@@ -82,11 +75,7 @@ class Source:
 
 
 def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> Made:
-    """Copy a v2 journal into a new v3 session whose header names it (``origin``); the v2 journal is only read.
-
-    Refused while a writer holds the v2 journal (its run would go on in two
-    places).  Upgrading the same bytes again finds the session made before.
-    """
+    """Copy a v2 journal into a new v3 session whose header names it (``origin``); refused while a writer holds it."""
     path = source.path
     if path is not None:
         filestore.check_journal_file(path)
@@ -101,7 +90,8 @@ def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> 
     length = source_journal.fold.committed_length
     where = os.path.realpath(path) if path is not None else f"{store.label}#{source.id}"
     origin = Origin(path=where, length=length, sha256=_digest_of(store.chunks(source), length))
-    earlier = _upgrades_of(store, origin)
+    sessions = (store.resolve(row.path) for row in store.listing() if row.lineage == lineage_words(origin, None))
+    earlier = next((session for session in sessions if _origin_of(store, session) == origin), None)
     if earlier is not None:
         return Made(session=earlier, origin=origin, already=True)
     created = now_ms()
@@ -110,17 +100,8 @@ def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> 
     return Made(session=session, origin=origin)
 
 
-def _upgrades_of(store: Store, origin: Origin) -> Session | None:
-    """The session an earlier upgrade of exactly these bytes made, if the store holds one."""
-    if isinstance(store, FileStore):
-        earlier = upgrades_of(store.directory, origin)
-        return store.resolve(earlier[0].path) if earlier else None
-    rows = [row for row in store.listing() if row.lineage == lineage_words(origin, None)]
-    return next((store.resolve(row.session) for row in rows if _same_origin(store, row.session, origin)), None)
-
-
-def _same_origin(store: Store, session_id: str, origin: Origin) -> bool:
-    return Source(lambda: store.chunks(store.resolve(session_id))).state.origin == origin
+def _origin_of(store: Store, session: Session) -> Origin | None:
+    return Source(lambda: store.chunks(session)).state.origin
 
 
 def _digest_of(chunks: Iterable[bytes], length: int) -> str:
@@ -133,11 +114,6 @@ def _digest_of(chunks: Iterable[bytes], length: int) -> str:
         if left <= 0:
             break
     return "sha256:" + digest.hexdigest()
-
-
-def prefix_digest(path: Path, length: int) -> str:
-    """``sha256:<hex>`` of a file's first ``length`` bytes (fewer if it is shorter)."""
-    return _digest_of(filestore.file_chunks(path), length)
 
 
 def _header_like(
@@ -161,11 +137,7 @@ def _header_like(
 
 
 def fork(store: Store, parent: Session, at: str, durability: Durability = "fsync") -> Made:
-    """A new v3 session starting with the parent's facts through the line ``at`` names; its header names the parent.
-
-    A point inside an open operation is refused
-    (:func:`~tiny_agent.oversight.lineage.inside_operation` says why and what would do).
-    """
+    """A new v3 session starting with the parent's facts through the line ``at`` names; its header names the parent."""
     source = Source(lambda: store.chunks(parent))
     point = find_fork_point(source.lines(), at)
     scan = scan_prefix(source.lines(), point.line)
@@ -190,12 +162,7 @@ class Imported(msgspec.Struct):
 
 
 def import_journal(store: Store, path: Path, durability: Durability = "fsync") -> Imported:
-    """Store a journal file as it is, once the fold accepts it whole; refused with the reducer's error otherwise.
-
-    The session keeps its id, so importing the same file again finds it
-    (``already``), and a different journal under an id the store holds is
-    refused: a session is never overwritten.
-    """
+    """Store a journal file as it is under its own id, once the fold accepts it whole; never over another session."""
     filestore.check_journal_file(path)
     source = Source(lambda: filestore.file_chunks(path))
     session_id = source.state.header.id
@@ -234,16 +201,13 @@ def export_v2(chunks: Callable[[], Iterable[bytes]], name: str, write: Callable[
     refuse_unexportable(state, name)
     header = _header_like(state.header, state.header.createdAt, version=2)
     export = V2Export(header, attempts_by_step(source.lines()))
-    write(with_newlines(export.lines(source.lines())))
+    write(line + b"\n" for line in export.lines(source.lines()))
     return Exported(omitted=export.omitted, lineage=lineage_words(state.origin, state.parent))
 
 
 def refuse_unexportable(state: SessionState, name: str) -> None:
-    """An open operation whose v2 copy would differ (a response on record, or past attempt 2) is not exported.
-
-    The other ports would ask the model again for a response this journal
-    holds raw; finishing the run first keeps it.
-    """
+    """An open operation whose v2 copy would differ (a response on record, or past attempt 2) is not exported: the other
+    ports would ask the model again for a response this journal holds raw."""
     operation = state.operation
     if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
         return
@@ -268,10 +232,6 @@ def write_file(path: Path, chunks: Iterable[bytes]) -> None:
         filestore.publish_file(path, chunks, True, "export")
     except FileExistsError:
         raise UsageError(f"{path} already exists; export never overwrites a file (remove it, or name another)") from None
-
-
-def with_newlines(lines: Iterable[bytes]) -> Iterator[bytes]:
-    return (line + b"\n" for line in lines)
 
 
 def write_stream(out: IO[bytes], chunks: Iterable[bytes]) -> None:
@@ -325,12 +285,9 @@ def _check_parent(store: Store, parent: Parent) -> LinkCheck:
 
 
 def _parent_in(store: Store, session_id: str) -> Session | None:
-    if isinstance(store, FileStore):
-        found = next((path for path in list_journals(store.directory) if session_id_of(path) == session_id), None)
-        return None if found is None else Session(id=session_id, name=str(found), path=found)
     try:
         session = store.resolve(session_id)
-    except SessionNotFound:
+    except (SessionNotFound, AmbiguousSession):
         return None
     return session if session.id == session_id else None
 
@@ -341,7 +298,7 @@ def _check_origin(origin: Origin) -> LinkCheck:
         size = os.stat(path).st_size
     except OSError:
         return LinkCheck(note=f"upgrade of {origin.path}, which is not there, so the link is not checked")
-    if size < origin.length or prefix_digest(path, origin.length) != origin.sha256:
+    if size < origin.length or _digest_of(filestore.file_chunks(path), origin.length) != origin.sha256:
         why = f"the v2 journal {origin.path} no longer matches its first {origin.length} bytes as copied"
         return LinkCheck(note=why, mismatch=ORIGIN_MISMATCH)
     return LinkCheck(note=f"upgrade of {origin.path}: its first {origin.length} bytes are as copied")

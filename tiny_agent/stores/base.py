@@ -149,20 +149,27 @@ def is_journal_path(reference: str) -> bool:
     return reference.endswith(".jsonl") or os.sep in reference
 
 
-def check_reference(reference: str) -> None:
-    """Refuse what can be neither a session id, a prefix of one, nor a handle (lower-case hex and dashes)."""
+def named(reference: str, label: str, candidates: Callable[[], Iterable[str]], cap: int | None = None) -> str:
+    """The one id of ``candidates()`` that ``reference`` names: the id itself, else the one whose handle (lower-case hex
+    only) or id it begins; SessionNotFound or AmbiguousSession otherwise (``cap``: the most ``candidates`` gives)."""
     if not reference or reference.strip("0123456789abcdef-") or reference.startswith("-"):
         raise SessionNotFound(f"{reference!r} is neither a journal path, a session id nor a handle")
-
-
-def ambiguous(reference: str, session_ids: list[str], more: bool = False) -> AmbiguousSession:
-    """A name that fits several sessions (``more``: and others not counted), with enough of each to tell them apart."""
-    handles = shortest_handles(session_ids, minimum=len(reference) + 1)
-    shown = ", ".join(handles[session_id] for session_id in session_ids[:4])
-    count, rest = len(session_ids), len(session_ids) - 4
+    ids = list(candidates())
+    if reference in ids:
+        return reference
+    matches = [session_id for session_id in ids if "-" not in reference and tail_of(session_id).startswith(reference)]
+    matches += [session_id for session_id in ids if session_id.startswith(reference) and session_id not in matches]
+    if not matches:
+        raise SessionNotFound(f"no session {reference!r} in {label}")
+    if len(matches) == 1:
+        return matches[0]
+    more = cap is not None and len(matches) >= cap
+    handles = shortest_handles(matches, minimum=len(reference) + 1)
+    shown = ", ".join(handles[session_id] for session_id in matches[:4])
+    count, rest = len(matches), len(matches) - 4
     fits = f"{count} and more" if more else f"{count}"
     shown += f" and {rest} more" if rest > 0 and not more else ""
-    return AmbiguousSession(f"{reference!r} fits {fits} sessions ({shown}); give more of it")
+    raise AmbiguousSession(f"{reference!r} fits {fits} sessions ({shown}); give more of it")
 
 
 def tail_of(session_id: str) -> str:

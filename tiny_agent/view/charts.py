@@ -1,16 +1,5 @@
-"""Charts as inline SVG, drawn here: stacked token bars, and lines (cache hit rate, cumulative cost).
-
-No library and no script: rectangles, polylines and text with attributes
-(never ``style=``, which the page's Content-Security-Policy forbids), colours
-from the page's CSS classes.  Every label is escaped.  Bar *i* of *n* is
-centred at ``LEFT + (i + ½) · plot width / n``, and so are its x-axis label
-and the lines' points; labels are thinned so that they never overlap.  The
-y axis runs to a round number.  More bars than :data:`MAX_BARS` are drawn as
-buckets of consecutive bars, each saying which it stands for, so a chart
-stays a bounded size whatever the session.
-
-Pure.
-"""
+"""Charts as inline SVG drawn here (no library, no script, no ``style=``; colours are the page's CSS classes): stacked
+token bars and lines, laid out as docs/view.md says (*Charts*, *Big sessions*).  Pure."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""JSON values as escaped, indented HTML, with chosen members marked (the fields the seam dropped).
-
-Paths are the seams' own spelling (``choices[0].message.reasoning``,
-``usage.cost``), so a dropped path from :mod:`tiny_agent.oversight.audit` marks exactly
-the member it names.  Output is bounded: long strings are cut with their
-length shown, nesting stops at :data:`MAX_DEPTH`, and the whole stops near
-``budget`` characters, saying how much was left out.
-
-Pure.
-"""
+"""JSON values as escaped, indented HTML, the members at chosen paths (the seams' own spelling, as audit names what they
+dropped) marked; bounded as docs/view.md says (*Big sessions*).  Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from html import escape
 from typing import Any, Final
 
@@ -19,8 +11,8 @@ import msgspec
 
 MAX_DEPTH: Final = 48
 STRING_CHARS: Final = 2_000
-"""A string longer than this shows its start and how many characters are hidden."""
 INDENT: Final = "  "
+_LITERALS: Final = {None: "null", True: "true", False: "false"}
 
 
 class Budget:
@@ -34,8 +26,7 @@ class Budget:
         if self.spent:
             return False
         self.left -= size
-        if self.left < 0:
-            self.spent = True
+        self.spent = self.left < 0
         return True
 
 
@@ -55,62 +46,47 @@ def json_html(value: Any, marked: frozenset[str] = frozenset(), budget: int = 65
 
 def _value(value: Any, path: str, depth: int, marked: frozenset[str], limit: Budget) -> Iterator[str]:
     if isinstance(value, dict):
-        yield from _object(value, path, depth, marked, limit)
+        members = ((f"{path}.{key}" if path else key, key, member) for key, member in value.items())
+        yield from _container("{}", "members", len(value), members, depth, marked, limit)
     elif isinstance(value, list):
-        yield from _array(value, path, depth, marked, limit)
+        items = ((f"{path}[{index}]", None, item) for index, item in enumerate(value))
+        yield from _container("[]", "items", len(value), items, depth, marked, limit)
     else:
         yield _scalar(value)
 
 
-def _object(value: dict[str, Any], path: str, depth: int, marked: frozenset[str], limit: Budget) -> Iterator[str]:
-    if not value:
-        yield "{}"
+def _container(
+    brackets: str,
+    what: str,
+    count: int,
+    children: Iterable[tuple[str, str | None, Any]],
+    depth: int,
+    marked: frozenset[str],
+    limit: Budget,
+) -> Iterator[str]:
+    """An object or an array: each child ``(path, key or None, value)`` on a line of its own."""
+    if not count:
+        yield brackets
         return
     if depth >= MAX_DEPTH:
-        yield f'{{<span class="cut">… {len(value)} members nested too deep to show</span>}}'
+        yield f'{brackets[0]}<span class="cut">… {count} {what} nested too deep to show</span>{brackets[1]}'
         return
-    pad = INDENT * (depth + 1)
-    yield "{"
-    for position, (key, member) in enumerate(value.items()):
-        child = f"{path}.{key}" if path else key
-        yield "\n" + pad
+    yield brackets[0]
+    for position, (child, key, member) in enumerate(children):
+        yield "\n" + INDENT * (depth + 1)
         hit = child in marked
         if hit:
             yield '<mark class="dropped" title="dropped by the seam: not in the transcript">'
-        yield f'<span class="key">{escape(_string(key))}</span>: '
+        if key is not None:
+            yield f'<span class="key">{escape(_string(key))}</span>: '
         yield from _value(member, child, depth + 1, marked, limit)
         if hit:
             yield "</mark>"
-        if position < len(value) - 1:
+        if position < count - 1:
             yield ","
         if limit.spent:
             return
-    yield "\n" + INDENT * depth + "}"
-
-
-def _array(value: list[Any], path: str, depth: int, marked: frozenset[str], limit: Budget) -> Iterator[str]:
-    if not value:
-        yield "[]"
-        return
-    if depth >= MAX_DEPTH:
-        yield f'[<span class="cut">… {len(value)} items nested too deep to show</span>]'
-        return
-    pad = INDENT * (depth + 1)
-    yield "["
-    for index, item in enumerate(value):
-        child = f"{path}[{index}]"
-        yield "\n" + pad
-        hit = child in marked
-        if hit:
-            yield '<mark class="dropped" title="dropped by the seam: not in the transcript">'
-        yield from _value(item, child, depth + 1, marked, limit)
-        if hit:
-            yield "</mark>"
-        if index < len(value) - 1:
-            yield ","
-        if limit.spent:
-            return
-    yield "\n" + INDENT * depth + "]"
+    yield "\n" + INDENT * depth + brackets[1]
 
 
 def _scalar(value: Any) -> str:
@@ -121,15 +97,9 @@ def _scalar(value: Any) -> str:
             return f'<span class="str">{shown}</span><span class="cut"> … {hidden:,} more characters</span>'
         return f'<span class="str">{escape(_string(value))}</span>'
     if value is None or isinstance(value, bool):
-        return f'<span class="lit">{_literal(value)}</span>'
+        return f'<span class="lit">{_LITERALS[value]}</span>'
     return f'<span class="num">{escape(str(value))}</span>'
 
 
 def _string(text: str) -> str:
     return msgspec.json.encode(text).decode("utf-8")
-
-
-def _literal(value: bool | None) -> str:
-    if value is None:
-        return "null"
-    return "true" if value else "false"

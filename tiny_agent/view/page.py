@@ -1,15 +1,5 @@
-"""The HTML document every page shares: a strict Content-Security-Policy, inline CSS, one small script.
-
-Self-contained: no network, no external asset, works from ``file://``.  The
-policy allows nothing by default; the one ``<style>`` and the one
-``<script>`` are allowed by their SHA-256 hashes only, so anything a journal
-could smuggle into the page (it is all escaped anyway) would not run.  The
-script only adds conveniences (expand or collapse every panel, show only
-failed and retried attempts); with scripts off the page loses nothing else:
-folding is ``<details>``.
-
-Pure.
-"""
+"""The HTML document every page shares: inline CSS, one small script, and a Content-Security-Policy that admits only
+those two by hash (docs/view.md, *Safe to open*).  Pure."""
 
 from __future__ import annotations
 

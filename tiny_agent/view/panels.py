@@ -1,15 +1,5 @@
-"""The raw-vs-canonical panel of one attempt, and folded blocks for long contents.
-
-Left, what the provider sent: the body pretty-printed (a stream as the body
-it reassembles into, with its event count, and the stream itself folded),
-the members the seam dropped marked where they sit.  Right, what the
-transcript kept: the canonical message and its stop reason.  Below, how one
-became the other: finish_reason → stopReason, the dropped paths, the
-adapters and what each changed, the usage derivation, redactions, an early
-end, notes and drift — all as :func:`tiny_agent.oversight.audit.audit` found them.
-
-Pure.
-"""
+"""The raw-vs-canonical panel of one attempt (docs/view.md, *The raw-vs-canonical panel*: all of it audit's findings),
+and folded blocks for long contents.  Pure."""
 
 from __future__ import annotations
 

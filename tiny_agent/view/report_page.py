@@ -1,7 +1,4 @@
-"""``tiny-agent report --html``: the report's figures as a page, with charts (same document as ``view``).
-
-Pure.
-"""
+"""``tiny-agent report --html``: the report's figures as a page, with charts (same document as ``view``).  Pure."""
 
 from __future__ import annotations
 

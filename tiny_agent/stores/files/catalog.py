@@ -14,7 +14,6 @@ from typing import Final
 import msgspec
 
 from tiny_agent.errors import CorruptionError
-from tiny_agent.journal.links import Origin
 from tiny_agent.journal.state import SessionState
 from tiny_agent.stores.base import ProgressCallback, shortest_handles
 from tiny_agent.stores.files.disk import NotAJournal, file_chunks, file_holder, list_journals, open_regular, session_id_of
@@ -58,11 +57,6 @@ def report_entries(directory: Path, cwd: str | None = None, progress: ProgressCa
         for path, summary, handles in _summaries(directory, progress)
         if cwd is None or summary.cwd == cwd
     ]
-
-
-def upgrades_of(directory: Path, origin: Origin) -> list[Listed]:
-    """The sessions that continue exactly these bytes of a v2 journal (an earlier ``upgrade`` of it), newest first."""
-    return [_row(path, summary, handles) for path, summary, handles in _summaries(directory, None) if summary.origin == origin]
 
 
 def known_lengths(directory: Path) -> dict[str, int]:

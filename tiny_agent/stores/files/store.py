@@ -19,9 +19,8 @@ from tiny_agent.stores.base import (
     ProgressCallback,
     Session,
     SessionNotFound,
-    ambiguous,
-    check_reference,
     is_journal_path,
+    named,
     shortest_handles,
     tail_of,
 )
@@ -93,18 +92,8 @@ class FileStore:
         """A path, a session id, a handle, or a unique prefix of an id."""
         if is_journal_path(reference):
             return file_session(reference)
-        check_reference(reference)
         by_id = {session_id_of(path) or "": path for path in list_journals(self.directory)}
-        if reference in by_id:
-            return file_session(by_id[reference])
-        is_hex = "-" not in reference
-        matches = [session_id for session_id in by_id if is_hex and tail_of(session_id).startswith(reference)]
-        matches += [session_id for session_id in by_id if session_id.startswith(reference) and session_id not in matches]
-        if not matches:
-            raise SessionNotFound(f"no session {reference!r} in {self.directory}")
-        if len(matches) > 1:
-            raise ambiguous(reference, matches)
-        return file_session(by_id[matches[0]])
+        return file_session(by_id[named(reference, self.label, lambda: by_id)])
 
     def open_writer(self, session: Session, durability: Durability, note: Note | None = None) -> JournalWriter:
         """The journal file's writer (a file named after its session must hold that session's header)."""

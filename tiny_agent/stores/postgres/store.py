@@ -28,11 +28,9 @@ from tiny_agent.stores.base import (
     Note,
     ProgressCallback,
     Session,
-    SessionNotFound,
-    ambiguous,
-    check_reference,
     handle_length,
     is_journal_path,
+    named,
     tail_of,
 )
 from tiny_agent.stores.files.store import FileStore, file_session, sessions_dir
@@ -89,18 +87,14 @@ class PgStore(Database):
         """A path is that journal file; otherwise a session id, a handle, or a unique prefix of an id, in the database."""
         if is_journal_path(reference):
             return file_session(reference)
-        check_reference(reference)
-        if self.query("SELECT 1 FROM tiny_agent_sessions WHERE id = %s", (reference,)):
-            return self.session(reference)
+        return self.session(named(reference, self.label, lambda: self._fitting(reference), cap=5))
+
+    def _fitting(self, reference: str) -> list[str]:
+        """At most five ids that ``reference`` begins, or whose handle it begins (lower-case hex only)."""
         pattern = reference + "%"
         by_handle = "SELECT id FROM tiny_agent_sessions WHERE tail LIKE %s UNION " if "-" not in reference else ""
         params = (pattern, pattern) if by_handle else (pattern,)
-        found = [row[0] for row in self.query(f"{by_handle}SELECT id FROM tiny_agent_sessions WHERE id LIKE %s LIMIT 5", params)]
-        if not found:
-            raise SessionNotFound(f"no session {reference!r} in {self.label}")
-        if len(found) > 1:
-            raise ambiguous(reference, found, more=len(found) > 4)
-        return self.session(found[0])
+        return [row[0] for row in self.query(f"{by_handle}SELECT id FROM tiny_agent_sessions WHERE id LIKE %s LIMIT 5", params)]
 
     def session(self, session_id: str) -> Session:
         return Session(id=session_id, name=session_id)

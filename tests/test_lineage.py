@@ -27,7 +27,7 @@ from tiny_agent.journal.facts import EntryFact, HeaderLine, RecordFact, StepAtte
 from tiny_agent.journal.ids import uuid7
 from tiny_agent.journal.transcript import Usage, UserMessage
 from tiny_agent.loopback import LoopbackServer
-from tiny_agent.oversight.lineage import MIN_ENTRY_PREFIX, chain_through, find_fork_point, upgraded
+from tiny_agent.oversight.lineage import MIN_ENTRY_PREFIX, chain_through, copied, find_fork_point
 from tiny_agent.oversight.verify import verify
 from tiny_agent.stores.files.disk import journal_name, session_id_of
 from tiny_agent.stores.journal import JournalWriter, committed_lines, read_journal
@@ -250,7 +250,7 @@ def test_every_accepted_fixture_upgrades_and_exports_back_to_itself(capsys, tmp_
         version=3, id=uuid7(), createdAt=CREATED, cwd=source.header.cwd, provider=source.header.provider,
         model=source.header.model, environmentIdentity=source.header.environmentIdentity,
     )
-    lines = list(upgraded(committed_lines(fixture), header, CREATED))
+    lines = list(copied(committed_lines(fixture), header, CREATED))
     upgraded_path = tmp_path / "up.jsonl"
     upgraded_path.write_bytes(b"".join(line + b"\n" for line in lines))
     up = shape(upgraded_path)

@@ -27,11 +27,10 @@ from tiny_agent.oversight.lineage import (
     V2Export,
     attempts_by_step,
     chain_through,
+    copied,
     find_fork_point,
-    forked,
     inside_operation,
     scan_prefix,
-    upgraded,
 )
 from tiny_agent.stores.base import AmbiguousSession, Session, SessionNotFound, Store
 from tiny_agent.stores.files import disk as filestore
@@ -96,7 +95,7 @@ def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> 
         return Made(session=earlier, origin=origin, already=True)
     created = now_ms()
     header = _header_like(source_journal.state.header, created, origin=origin)
-    session = store.create_from(header.id, created, upgraded(source_journal.lines(), header, created), durability, "upgrade")
+    session = store.create_from(header.id, created, copied(source_journal.lines(), header, created), durability, "upgrade")
     return Made(session=session, origin=origin)
 
 
@@ -146,7 +145,7 @@ def fork(store: Store, parent: Session, at: str, durability: Durability = "fsync
     created = now_ms()
     link = Parent(session=source.state.header.id, line=point.line, chain=scan.chain)
     header = _header_like(source.state.header, created, parent=link)
-    session = store.create_from(header.id, created, forked(source.lines(), header, point.line, created), durability, "fork")
+    session = store.create_from(header.id, created, copied(source.lines(), header, created, point.line), durability, "fork")
     return Made(session=session, parent=link, point=point)
 
 
@@ -206,8 +205,8 @@ def export_v2(chunks: Callable[[], Iterable[bytes]], name: str, write: Callable[
 
 
 def refuse_unexportable(state: SessionState, name: str) -> None:
-    """An open operation whose v2 copy would differ (a response on record, or past attempt 2) is not exported: the other
-    ports would ask the model again for a response this journal holds raw."""
+    """An open operation whose v2 copy would differ (a response on record, or past attempt 2) is not exported
+    (docs/journal.md, *Export*)."""
     operation = state.operation
     if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
         return

@@ -1,23 +1,15 @@
-"""Journals copied fact by fact: upgrade (v2 to v3), fork (a prefix, to v3) and export (to v2).
+"""Journals copied fact by fact: upgrade (v2 to v3), fork (a prefix, to v3) and export (to v2): docs/journal.md,
+*v2 compatibility*.
 
-Pure: committed lines in (``(line number, bytes)`` of a journal the fold has
-already accepted), lines out; the caller reads and writes
-(:mod:`tiny_agent.oversight.interop`).
-
-A copied fact keeps its bytes: each line is decoded only down to its facts'
-top-level members, kept as raw JSON text (``msgspec.Raw``), so ids,
-timestamps, messages and tool arguments are written back exactly as they
-were.  What changes is named where it happens: ``seq`` (renumbered from 1,
-because a v3 line gains a seal that takes a seq, and an export drops facts),
-the seals (new ones for the new header's chain; none in a v2 export), and in
-an export the transport retries and the compaction piece numbers v2 cannot hold.  Every line made is checked
-by the fold before it is handed on (:class:`Rewriter`), so a copy that would
-not be a valid journal fails closed before anything is written.
+Pure: committed lines of a journal the fold has accepted in, lines out (:mod:`tiny_agent.oversight.interop`
+reads and writes).  A fact keeps its members' JSON text (``msgspec.Raw``); what changes is named where it
+happens.  Every line made is checked by the fold (:class:`Rewriter`): a bad copy fails before anything is written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
@@ -27,7 +19,6 @@ from tiny_agent.errors import CorruptionError, NotFound, TinyAgentError, UsageEr
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.facts import HeaderLine, SealFact, encode_header
 from tiny_agent.journal.ids import uuid7
-from tiny_agent.journal.links import lineage_words as lineage_words  # its home is links.py now; kept importable from here
 from tiny_agent.journal.state import CompactionOperation, RunOperation
 
 Members = dict[str, msgspec.Raw]
@@ -87,10 +78,6 @@ class Rewriter:
         self._check(self._fold.apply_header, self.header_line)
         self._sealed = self._fold.profile.sealed
 
-    @property
-    def fold(self) -> Fold:
-        return self._fold
-
     def line(self, facts: list[Members], timestamp: int) -> bytes:
         """The next line holding ``facts`` (renumbered); ``timestamp`` stamps its seal (the transaction's own time)."""
         fold = self._fold
@@ -125,31 +112,15 @@ class Rewriter:
 # -- upgrade and fork ---------------------------------------------------------------------
 
 
-def upgraded(lines: Lines, header: HeaderLine, closed_at: int) -> Iterator[bytes]:
-    """The v3 journal continuing a v2 one: every fact as it was but for ``seq``, each line sealed, then a closing seal."""
+def copied(lines: Lines, header: HeaderLine, closed_at: int, through: int | None = None) -> Iterator[bytes]:
+    """The v3 journal of the facts of lines 2..``through`` (all) of another, sealed anew (its own seals dropped):
+    an upgrade of a v2 journal, or a fork."""
     copy = Rewriter(header)
     yield copy.header_line
-    for number, line in lines:
+    for number, line in itertools.islice(lines, through):
         if number > 1:
             facts = facts_in(line)
-            yield copy.line(facts, timestamp_of(facts[-1]))
-    yield from copy.closing_lines(closed_at)
-
-
-def forked(lines: Lines, header: HeaderLine, through: int, closed_at: int) -> Iterator[bytes]:
-    """A v3 journal starting with the parent's facts of lines 2..``through``, sealed anew (the parent's seals are its own).
-
-    A v3 parent's facts keep their seq: each line loses one seal and gains one.
-    """
-    copy = Rewriter(header)
-    yield copy.header_line
-    for number, line in lines:
-        if number > through:
-            break
-        if number > 1:
-            facts = facts_in(line)
-            kept = [fact for fact in facts if kind_of(fact) != "seal"]
-            yield copy.line(kept, timestamp_of(facts[-1]))
+            yield copy.line([fact for fact in facts if kind_of(fact) != "seal"], timestamp_of(facts[-1]))
     yield from copy.closing_lines(closed_at)
 
 
@@ -394,15 +365,8 @@ def _attempt_record(fact: Members) -> Members | None:
 
 
 class V2Export:
-    """A journal's facts as a v2 journal: no raw or seal facts, and at most two attempts per step.
-
-    v2 allows one retry (attempt 2); a v3 step may have up to 16 attempts.
-    Attempt 1 and the last attempt are kept, the last renumbered 2 (it then
-    closes attempt 1, as attempt 2 does in v2); the attempts between are
-    dropped, and their usage facts are moved onto attempt 1 of the same
-    operation, so the session's usage is unchanged.  Attempts between were
-    closed by the next retry and settle nothing, so nothing else names them.
-    """
+    """A journal's facts as a v2 journal (docs/journal.md, *Export*): no raw, mcp or seal facts, a step's attempt 1
+    and its last (renumbered 2), the usage of the attempts between moved onto attempt 1."""
 
     def __init__(self, header: HeaderLine, steps: dict[str, StepAttempts]) -> None:
         self._copy = Rewriter(header)

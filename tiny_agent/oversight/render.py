@@ -92,7 +92,7 @@ def _compaction_lines(state: SessionState, entry: CompactionEntry, full: bool) -
     through = state.entries.get(entry.compactedThroughEntryId)
     last = through.transcriptIndex + 1 if through is not None else 0
     kept = len(entry.retainedTail)
-    kept_range = f"#{last + 1}–#{last + kept}" if kept else "none"
+    kept_range = "none" if not kept else f"#{last + 1}" + (f"–#{last + kept}" if kept > 1 else "")
     yield f"{_INDENT}summarises the conversation through #{last}; keeps {kept_range} verbatim"
     yield f"{_INDENT}summary:"
     summary = entry.summary or "(empty)"

@@ -20,14 +20,8 @@ from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, wire
 from tiny_agent.loopback.validation import Rule, Violation, violation_of
 from tiny_agent.wire.registry import Api
 
-ROUTES: Final[dict[str, Api]] = {
-    "/v1/chat/completions": "chat",
-    "/chat/completions": "chat",
-    "/v1/messages": "anthropic",
-    "/messages": "anthropic",
-    "/v1/responses": "responses",
-    "/responses": "responses",
-}
+_PATHS: Final[dict[str, Api]] = {"/chat/completions": "chat", "/messages": "anthropic", "/responses": "responses"}
+ROUTES: Final[dict[str, Api]] = {prefix + path: api for path, api in _PATHS.items() for prefix in ("/v1", "")}
 
 Outcome = Literal["sending", "complete", "broken_off", "hung_up", "client_gone", "aborted"]
 

@@ -34,7 +34,6 @@ from tiny_agent.oversight.lineage import (
 )
 from tiny_agent.stores.base import AmbiguousSession, Session, SessionNotFound, Store
 from tiny_agent.stores.files import disk as filestore
-from tiny_agent.stores.files.disk import SessionLocked, holder_pid, is_locked
 from tiny_agent.stores.journal import WRITER_VERSION, Durability, fold_chunks, lines_of
 
 PARENT_MISMATCH: Final = "PARENT_MISMATCH"
@@ -78,10 +77,10 @@ def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> 
     path = source.path
     if path is not None:
         filestore.check_journal_file(path)
-        if is_locked(path):
-            raise SessionLocked(path, holder_pid(path))
-    elif store.holder(source) is not None:
-        raise Locked(f"session {source.id} is being written by {store.holder(source)}; only one writer may hold a session")
+    holder = store.holder(source)
+    if holder is not None:
+        held = path.name if path is not None else f"session {source.id}"
+        raise Locked(f"{held} is being written by {holder or 'another process'}; only one writer may hold a session")
     name = Path(source.name).name
     source_journal = Source(lambda: store.chunks(source))
     if source_journal.fold.profile.sealed:

@@ -37,8 +37,7 @@ from tiny_agent.stores.files import disk
 WRITER_VERSION = 3
 
 Durability = Literal["fsync", "process"]
-"""``fsync``: a committed transaction survives power loss.  ``process``: it survives a crash of this
-process (the bytes are in the kernel, or the database server's), which is faster."""
+"""What a committed transaction survives: power loss, or a crash of this process (docs/agent.md, *The writer*)."""
 
 
 def new_header(*, cwd: str, provider: str, model: str, environment_identity: str) -> HeaderLine:
@@ -324,11 +323,8 @@ class JournalWriter:
         session_id: str | None = None,
     ) -> JournalWriter:
         """Open a journal file for appending: check it, lock it, fold it (by ``folder``: from its checkpoint), refuse a
-        header of another session than ``session_id`` (:class:`SessionMisnamed`), then cut a torn tail into a sidecar.
-
-        A v2 journal's writer refuses to start a model attempt (:class:`ModelCallRefused`: the response would be paid
-        for and lost); anything else is appended as v2 facts.
-        """
+        header of another session than ``session_id``, then cut a torn tail into a sidecar; a v2 journal's writer refuses
+        to start a model attempt (the response would be paid for and lost)."""
         disk.check_journal_file(path)
         fd, lock = disk.open_for_append(path)
         appender = disk.FileAppender(path, fd, lock, durability == "fsync")
@@ -348,11 +344,8 @@ class JournalWriter:
         return writer
 
     def commit(self, facts: list[Fact], label: str = "transaction") -> list[Fact]:
-        """Append one transaction; returns the facts as written (redacted; seq, timestamp, seal stamped).
-
-        Every fact passes :func:`~tiny_agent.journal.secrets.redact_facts` first, and the line goes through the fold before a
-        byte is written: a refused one raises :class:`CommitRejected`, changing nothing.  ``label`` names it for failpoints.
-        """
+        """Append one transaction, redacted and folded before a byte is written (docs/agent.md, *The writer*); returns the
+        facts as written.  ``label`` names it for failpoints."""
         if not facts:
             raise ValueError("a transaction needs at least one fact")
         with self._mutex:
@@ -403,10 +396,8 @@ class JournalWriter:
         self._committed = True
 
     def close(self, *, seal: bool = True) -> None:
-        """Release the session; a clean close of a v3 journal this writer changed first seals its last line.
-
-        A seal that cannot be written (a full disk) raises :class:`WriterPoisoned` once the session is released.
-        """
+        """Release the session; a clean close of a v3 journal this writer changed first seals its last line (a seal that
+        cannot be written raises :class:`WriterPoisoned` once the session is released)."""
         with self._mutex:
             if self._closed:
                 return
@@ -418,10 +409,8 @@ class JournalWriter:
                 self._appender.close()
 
     def seal_missing_on_idle(self) -> bool:
-        """Seal an idle v3 journal whose last line is not covered (a crash, or a full disk, at the closing seal).
-
-        Returns whether a seal was appended (never to a v2 journal, a sealed one, or one that holds only its header).
-        """
+        """Seal an idle v3 journal whose last line is not covered (a crash, or a full disk, at the closing seal); whether a
+        seal was appended."""
         with self._mutex:
             fold = self.fold
             if fold.version < 3 or fold.state.sealed or fold.lines < 2:

@@ -166,19 +166,14 @@ def duration(start: int | None, end: int | None) -> str:
     return f"{hours} h {minutes} min"
 
 
-def size(count: int, unit: str = "characters") -> str:
-    return f"{count:,} {unit}"
-
-
 def facts_table(rows: list[tuple[str, str]]) -> str:
     """Label/value rows; labels are plain text, values are HTML."""
     cells = "".join(f"<tr><th>{escape(label)}</th><td>{value}</td></tr>" for label, value in rows)
     return f'<table class="facts">{cells}</table>'
 
 
-def grid(head: list[str], rows: list[list[str]], css: str = "grid") -> str:
+def grid(head: list[str], rows: list[list[str]]) -> str:
     """A table; head cells are plain text, row cells are HTML."""
     heading = "".join(f"<th>{escape(cell)}</th>" for cell in head)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    table = f'<table class="{escape(css)}"><thead><tr>{heading}</tr></thead><tbody>{body}</tbody></table>'
-    return f'<div class="scroll">{table}</div>'
+    return f'<div class="scroll"><table class="grid"><thead><tr>{heading}</tr></thead><tbody>{body}</tbody></table></div>'

@@ -1,11 +1,4 @@
-"""Project instructions: the AGENTS.md files and the skills offered to the model (docs/tools.md, *Project instructions*).
-
-The AGENTS.md files from the repository root down to the working directory
-go into the system prompt whole; of each skill only its name, description
-and path, and the model reads the SKILL.md with ``read`` when it needs it.
-Every file offered is named with the SHA-256 of its bytes in the
-configuration snapshot, so a changed one blocks a resume by name.
-"""
+"""Project instructions: the AGENTS.md files and the skills offered to the model (docs/tools.md, "Project instructions")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""What a terminal shows while a run is live: streamed text as it arrives, tool calls once complete,
-and the time a whole-body request has been waiting.
+"""What a terminal shows while a run is live: streamed text, tool calls once complete, the wait (docs/provider.md, "Streaming").
 
-This is only a view.  The bytes go to the journal (redacted by its writer),
-and the canonical message is derived from them afterwards by pure code; what
-is shown here is never read back.  Streamed text goes out through a
-:class:`~tiny_agent.journal.secrets.SecretStream`: a key the model sends in
-pieces is held back until it is whole, and then shown as the marker.  Used
-only when stdout is a terminal: piped output gets the final answer alone.
+Only a view: what is shown is never read back, and it goes out through a :class:`SecretStream`.
 """
 
 from __future__ import annotations
@@ -43,7 +37,8 @@ class TerminalDisplay:
     def model_started(self, api: str, streamed: bool) -> None:
         self.printed_text = ""
         self._decoder = SseDecoder() if streamed else None
-        self._view = _view_for(api) if streamed else None
+        views: dict[str, type[_View]] = {"anthropic": _AnthropicView, "responses": _ResponsesView}
+        self._view = views.get(api, LiveChatView)() if streamed else None
         self._ticker = _Ticker(self._err)
         self._ticker.start()
 
@@ -128,14 +123,6 @@ class _Ticker:
             self._err.write("\r\033[K")
             self._err.flush()
         return self._drawn
-
-
-def _view_for(api: str) -> _View:
-    if api == "anthropic":
-        return _AnthropicView()
-    if api == "responses":
-        return _ResponsesView()
-    return LiveChatView()
 
 
 def _data(event: SseEvent) -> dict[str, Any] | None:

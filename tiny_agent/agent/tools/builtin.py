@@ -1,12 +1,4 @@
-"""The built-in tools as declarations: names, JSON Schemas, replay policies, argument validation.
-
-``read``, ``list``, ``glob`` and ``grep`` only look, so they are ``safe`` to
-run again when their outcome is unknown; ``write``, ``edit`` and ``bash`` are
-``never`` replayed.  A member with a ``default`` is optional.  Running them is
-:mod:`tiny_agent.agent.tools.toolbox`'s job (docs/tools.md).
-
-Pure: no I/O.
-"""
+"""The built-in tools as declarations: names, JSON Schemas, replay policies, argument validation (docs/tools.md).  Pure."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Looking at the working tree: opening only regular files, .gitignore, and the ``list``, ``glob`` and ``grep`` tools.
+"""Looking at the working tree: regular files only, .gitignore, and the ``list``, ``glob`` and ``grep`` tools (docs/tools.md).
 
-The callers confine every path first (:meth:`ToolBox.confine`); here a walk
-never follows a symbolic link and opens nothing but a regular file, without
-ever blocking on anything else.  Output is bounded, with a marker saying
-what was left out.  docs/tools.md describes the .gitignore subset.
+The callers confine every path first (:meth:`ToolBox.confine`); a walk never follows a symbolic link.
 """
 
 from __future__ import annotations
@@ -22,16 +19,11 @@ from typing import Final, NamedTuple
 
 OUTPUT_LIMIT: Final = 64 * 1024
 LINE_LIMIT: Final = 400
-"""Characters shown of one line (a minified file is one huge line)."""
 LIST_LIMIT: Final = 1000
 GREP_FILE_LIMIT: Final = 8 * 1024 * 1024
-"""Larger files are skipped by grep (and counted)."""
 SEARCH_SECONDS: Final = 20.0
 """A glob or grep stops after this long, keeping what it found: a safe tool is replayed, so it must end."""
-
-
 PATTERN_ERRORS: Final = (re.error, RecursionError, OverflowError)
-"""What compiling a pattern may raise."""
 
 
 class Refusal(Exception):
@@ -40,9 +32,6 @@ class Refusal(Exception):
 
 class Stopped(Exception):
     """A search ran out of time."""
-
-
-# -- opening files safely -----------------------------------------------------------------
 
 
 def file_kind(mode: int) -> str | None:
@@ -97,16 +86,8 @@ def repository_root(directory: Path) -> Path | None:
     return next((path for path in (directory, *directory.parents) if os.path.lexists(path / ".git")), None)
 
 
-# -- glob patterns and .gitignore ------------------------------------------------------
-
-
 def glob_regex(pattern: str, anywhere: bool) -> re.Pattern[str]:
-    """``pattern`` as a regular expression over ``/``-separated relative paths (``anywhere``: at any depth).
-
-    ``*`` and ``?`` stay within a name, ``[...]`` is a set (``[!...]`` its
-    complement), ``\\`` escapes, and a ``**`` part is any number of
-    directories.  Raises ``re.error`` for a set that is no valid range.
-    """
+    """``pattern`` (docs/tools.md's subset) as a regular expression over relative paths (``anywhere``: at any depth)."""
     parts = pattern.split("/")
     last = len(parts) - 1
     body = "".join(
@@ -196,15 +177,8 @@ def outer_layers(root: Path, start: Path) -> Layers:
     return layers
 
 
-# -- walking ---------------------------------------------------------------------------------
-
-
 def walk(root: Path, start: Path, deadline: float) -> Iterator[tuple[Path, bool]]:
-    """Every path below the directory ``start`` that .gitignore keeps (``.git`` never), with whether it is a directory.
-
-    Depth first in name order; a symbolic link is reported, never followed;
-    an unreadable directory below ``start`` is skipped.
-    """
+    """Every path below the directory ``start`` that .gitignore keeps (depth first in name order), and if it is a directory."""
     stack = [(iter(_entries(start)), enter(outer_layers(root, start), start))]
     while stack:
         entries, layers = stack[-1]
@@ -231,8 +205,7 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
 def bounded(lines: Iterable[str], count: int, what: str) -> str:
     """At most ``count`` of ``lines`` and OUTPUT_LIMIT characters, with a marker when more were left out.
 
-    A search in the main thread is also stopped by a timer after
-    SEARCH_SECONDS, even inside one long regular expression match.
+    In the main thread a timer stops the search after SEARCH_SECONDS, even inside one runaway regular expression match.
     """
     shown: list[str] = []
     size = 0
@@ -267,9 +240,6 @@ def _alarm(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
         finally:
             signal.signal(signal.SIGALRM, previous)
-
-
-# -- the tools ------------------------------------------------------------------------------
 
 
 def list_directory(directory: Path, shown: str) -> str:

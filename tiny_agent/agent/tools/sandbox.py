@@ -1,20 +1,4 @@
-"""Where ``bash`` runs: inside bubblewrap when it works here, with a scrubbed environment always.
-
-Three pieces, kept apart so each can be tested alone:
-
-- :func:`scrubbed_environment` (pure) — the variables a command may see.  It
-  is an allow-list: a variable reaches the command only if its name is in
-  :data:`PASSED_VARIABLES` (or starts with ``LC_``) *and* does not look like a
-  credential.  An allow-list is safer than a deny-list because a credential
-  under a name nobody thought of (``MY_VENDOR_PAT``, ``DATABASE_URL`` with a
-  password in it) is dropped without anyone having to name it.
-- :func:`bubblewrap_argv` (pure) — the ``bwrap`` command line: a read-only
-  view of ``/``, the working directory writable, a private ``/tmp``, ``/dev``,
-  ``/proc`` and ``/run``, no network, a new session, killed with its parent.
-- :func:`probe_sandbox` — runs ``bwrap ... true`` once per process and caches
-  the answer: ``bwrap`` can be installed yet unable to create namespaces (in
-  some containers), so only trying says whether it works.
-"""
+"""Where ``bash`` runs: inside bubblewrap when it works here, with a scrubbed environment always (docs/tools.md, "bash")."""
 
 from __future__ import annotations
 
@@ -32,55 +16,16 @@ import msgspec
 from tiny_agent.errors import ConfigError
 
 SandboxMode = Literal["bubblewrap", "none"]
-"""How ``bash`` actually runs: confined by bubblewrap, or not confined at all."""
-
 SandboxChoice = Literal["auto", "bubblewrap", "none"]
-"""What the caller asks for: bubblewrap when it works (``auto``), bubblewrap or fail, or none."""
 
-PASSED_VARIABLES: Final = frozenset(
-    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "COLORTERM", "NO_COLOR"}
-)
-"""The variables a command may inherit (with any ``LC_*``), unless their names look like credentials."""
-
+PASSED_VARIABLES: Final = frozenset("PATH HOME USER LOGNAME SHELL LANG LANGUAGE TERM TZ TMPDIR COLORTERM NO_COLOR".split())
 PASSED_PREFIXES: Final = ("LC_",)
-
 SECRET_WORDS: Final = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
-"""A name containing any of these (in any case) is a credential, whatever else it says."""
-
-SECRET_PREFIXES: Final = (
-    "TINY_AGENT_",
-    "AWS_",
-    "AZURE_",
-    "ARM_",
-    "GOOGLE_",
-    "GCLOUD_",
-    "CLOUDSDK_",
-    "GCP_",
-    "DIGITALOCEAN_",
-    "HCLOUD_",
-    "OPENAI_",
-    "OPENROUTER_",
-    "ANTHROPIC_",
-    "HF_",
-    "GH_",
-    "GITHUB_",
-    "GITLAB_",
-    "NPM_",
-    "PYPI_",
-    "TWINE_",
-    "DOCKER_",
-    "VAULT_",
-    "KUBE",
-    "SSH_",
-    "GPG_",
+SECRET_PREFIXES: Final = tuple(
+    "TINY_AGENT_ AWS_ AZURE_ ARM_ GOOGLE_ GCLOUD_ CLOUDSDK_ GCP_ DIGITALOCEAN_ HCLOUD_ OPENAI_ OPENROUTER_ ANTHROPIC_ HF_ GH_ "
+    "GITHUB_ GITLAB_ NPM_ PYPI_ TWINE_ DOCKER_ VAULT_ KUBE SSH_ GPG_".split()
 )
-"""Families of variables that carry credentials or point at them (``SSH_AUTH_SOCK``, ``KUBECONFIG``)."""
-
 PROBE_TIMEOUT: Final = 10.0
-
-UNCONFINED_NOTICE: Final = (
-    "bash is not sandboxed: {reason}; a command can read and write anything you can, and use the network"
-)
 
 
 class SandboxUnavailable(ConfigError):
@@ -95,24 +40,14 @@ class SandboxProbe(msgspec.Struct, frozen=True):
     executable: str | None = None
 
 
-# -- the environment ---------------------------------------------------------------
-
-
 def is_secret_name(name: str) -> bool:
     """Whether a variable's name says it holds (or points at) a credential."""
     upper = name.upper()
-    if any(word in upper for word in SECRET_WORDS):
-        return True
-    return upper.startswith(SECRET_PREFIXES)
+    return any(word in upper for word in SECRET_WORDS) or upper.startswith(SECRET_PREFIXES)
 
 
 def scrubbed_environment(environ: Mapping[str, str], *, sandboxed: bool) -> dict[str, str]:
-    """The environment a ``bash`` command gets: allow-listed names only, never a credential.
-
-    Inside the sandbox ``/tmp`` is private and everything else but the working
-    directory is read-only, so ``TMPDIR`` is pointed at that ``/tmp`` (an
-    inherited ``TMPDIR`` elsewhere would be unwritable).
-    """
+    """The environment a ``bash`` command gets: allow-listed names only, never a credential (sandboxed: TMPDIR=/tmp)."""
     kept = {
         name: value
         for name, value in environ.items()
@@ -124,46 +59,18 @@ def scrubbed_environment(environ: Mapping[str, str], *, sandboxed: bool) -> dict
     return kept
 
 
-# -- the bubblewrap command line ---------------------------------------------------------
-
-
 def bubblewrap_argv(executable: str, root: Path, command: Sequence[str], *, read_only: Sequence[Path] = ()) -> list[str]:
-    """The ``bwrap`` command line that runs ``command`` confined to ``root``.
+    """The ``bwrap`` command line that runs ``command`` confined to ``root`` (docs/tools.md, "bash: the sandbox").
 
-    Order matters: bubblewrap applies mounts left to right, so the writable
-    working directory is bound after the private ``/tmp`` and ``/run`` (it may
-    lie inside them), and the ``read_only`` paths (the sessions directory,
-    say) after the working directory they may lie in.  ``/run`` is replaced
-    because a read-only mount does not stop ``connect()`` on the Unix sockets
-    there (the Docker and D-Bus sockets).
+    Bubblewrap mounts left to right: the working directory is bound after the private ``/tmp`` and ``/run`` (it may lie
+    inside them), and the ``read_only`` paths after the working directory they may lie in.
     """
-    argv = [
-        executable,
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-all",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "--tmpfs",
-        "/run",
-        "--bind",
-        str(root),
-        str(root),
-    ]
+    argv = [executable, *"--die-with-parent --new-session --unshare-all --ro-bind / / --dev /dev --proc /proc".split()]
+    argv += ["--tmpfs", "/tmp", "--tmpfs", "/run", "--bind", str(root), str(root)]
     for path in read_only:
         argv += ["--ro-bind-try", str(path), str(path)]
     argv += ["--chdir", str(root), "--", *command]
     return argv
-
-
-# -- detection ------------------------------------------------------------------------
 
 
 @functools.cache
@@ -218,4 +125,4 @@ def unconfined_notice(probe: SandboxProbe) -> str | None:
     """The one line to show the user when ``bash`` runs unconfined, or None when it is sandboxed."""
     if probe.mode == "bubblewrap":
         return None
-    return UNCONFINED_NOTICE.format(reason=probe.reason)
+    return f"bash is not sandboxed: {probe.reason}; a command can read and write anything you can, and use the network"

@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 from tiny_agent.agent.tools.mcp.wire import WireLog, http_client, stdio_transport
 from tiny_agent.journal.canonical import canonical_digest
+from tiny_agent.providers.userconfig import McpServer
 
 CLIENT_INFO: Final = types.Implementation(name="tiny-agent", version="0.1.0")
 WAIT_SLICE: Final = 0.1
@@ -77,16 +78,12 @@ class Session:
         self,
         portal: anyio.from_thread.BlockingPortal,
         log: WireLog,
-        *,
-        argv: list[str] | None = None,
-        env: dict[str, str] | None = None,
-        url: str | None = None,
-        headers: dict[str, str] | None = None,
-        startup_timeout: float = 30.0,
+        config: McpServer,
+        env: dict[str, str],
+        headers: dict[str, str],
     ) -> None:
-        self.portal, self.log = portal, log
-        self.argv, self.env, self.url, self.headers = argv, env or {}, url, headers or {}
-        self.startup_timeout = startup_timeout
+        self.portal, self.log, self.config, self.env, self.headers = portal, log, config, env, headers
+        self.startup_timeout = config.startup_timeout
         self.tools: list[dict[str, Any]] = []
         self.identity: dict[str, Any] = {}
         """What the configuration snapshot's digests cover of the server: its info, protocol version, tools digest."""
@@ -109,12 +106,12 @@ class Session:
     @asynccontextmanager
     async def _connect(self) -> AsyncGenerator[Client, None]:
         async with AsyncExitStack() as stack:
-            if self.url is not None:
+            if self.config.url is not None:
                 http = await stack.enter_async_context(http_client(self.log, self.headers))
-                transport: Any = streamable_http_client(self.url, http_client=http)
+                transport: Any = streamable_http_client(self.config.url, http_client=http)
             else:
-                assert self.argv is not None
-                transport = stdio_transport(self.argv, self.env, self.log)
+                assert self.config.command is not None
+                transport = stdio_transport([self.config.command, *self.config.args], self.env, self.log)
             client = Client(transport, mode="legacy", cache=None, client_info=CLIENT_INFO)
             # One deadline over spawn + initialize + tools/list, around the whole `async with`:
             # the Client enters task groups that outlive __aenter__, so a scope around that alone breaks.

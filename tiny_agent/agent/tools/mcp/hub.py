@@ -50,10 +50,7 @@ class _Server:
         where = f"MCP server {config.name}"
         env = {key: self._expand(value, environ, f"{where}: env {key}") for key, value in config.env.items()}
         headers = {key: self._expand(value, environ, f"{where}: header {key}") for key, value in config.headers.items()}
-        argv = None if config.command is None else [config.command, *config.args]
-        self.session = Session(
-            portal, self.log, argv=argv, env=env, url=config.url, headers=headers, startup_timeout=config.startup_timeout
-        )
+        self.session = Session(portal, self.log, config, env, headers)
         self.reconnects = 0
         self.broken = False
 

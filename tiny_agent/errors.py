@@ -4,40 +4,40 @@ from __future__ import annotations
 
 from typing import ClassVar, Final, Literal, get_args
 
-EXIT_OK: Final = 0
-EXIT_USAGE: Final = 2
-EXIT_CORRUPT: Final = 65
-EXIT_INTERNAL: Final = 70
-EXIT_TEMPFAIL: Final = 75
-EXIT_INTERRUPTED: Final = 130
-
 CORRUPTION_LABEL: Final = "<CODE>"
 """The row that stands for every session-v2 error code (``INVALID_FACT at line 7 (seq 12): ...``)."""
 
 LABELS: Final[dict[str, int]] = {
     "FAILED": 1,
     "STEP_LIMIT": 1,
-    "USAGE": EXIT_USAGE,
-    "CONFIG": EXIT_USAGE,
-    "EMPTY": EXIT_CORRUPT,
+    "USAGE": 2,
+    "CONFIG": 2,
+    "EMPTY": 65,
     "DRIFT": 3,
-    CORRUPTION_LABEL: EXIT_CORRUPT,
-    "CORRUPT": EXIT_CORRUPT,
-    "MALFORMED_JSON": EXIT_CORRUPT,
-    "MISNAMED": EXIT_CORRUPT,
+    CORRUPTION_LABEL: 65,
+    "CORRUPT": 65,
+    "MALFORMED_JSON": 65,
+    "MISNAMED": 65,
     "NOT_FOUND": 66,
     "UNAVAILABLE": 69,
     "MCP": 69,
     "IO_ERROR": 74,
     "PERMISSION": 77,
-    "LOCKED": EXIT_TEMPFAIL,
-    "BLOCKED": EXIT_TEMPFAIL,
-    "BUSY": EXIT_TEMPFAIL,
-    "INTERRUPTED": EXIT_INTERRUPTED,
+    "LOCKED": 75,
+    "BLOCKED": 75,
+    "BUSY": 75,
+    "INTERRUPTED": 130,
     "TERMINATED": 143,
-    "INTERNAL": EXIT_INTERNAL,
+    "INTERNAL": 70,
 }
 """Each label's exit code; what each means is docs/cli.md's table, which tests/test_cli_docs.py checks against this one."""
+
+EXIT_OK: Final = 0
+EXIT_USAGE: Final = LABELS["USAGE"]
+EXIT_CORRUPT: Final = LABELS[CORRUPTION_LABEL]
+EXIT_INTERNAL: Final = LABELS["INTERNAL"]
+EXIT_TEMPFAIL: Final = LABELS["LOCKED"]
+EXIT_INTERRUPTED: Final = LABELS["INTERRUPTED"]
 
 
 class TinyAgentError(Exception):

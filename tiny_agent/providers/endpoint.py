@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 
 class Endpoint:
-    """Where requests go and with which key: only :meth:`auth_header` hands the key out; ``base_url`` is the safe form."""
+    """Where requests go and with which key: only :meth:`auth_header` hands the key out, and no repr shows it."""
 
-    __slots__ = ("profile", "model", "key_source", "chosen_by", "_request_base", "_key", "_key_problem")
+    __slots__ = ("profile", "name", "api", "model", "base_url", "host", "key_source", "chosen_by", "_base", "_key", "_problem")
 
     def __init__(
         self,
@@ -32,34 +32,23 @@ class Endpoint:
         key_problem: str | None = None,
         chosen_by: str = "",
     ) -> None:
+        self._base = base_url.rstrip("/")
         self.profile = profile
+        self.name = profile.name
+        self.api: Api = profile.api
         self.model = model
+        self.base_url = safe_base_url(self._base)
+        """The form shown and journaled: no credentials, secret query values redacted."""
+        self.host = urlsplit(self._base).hostname or ""
         self.key_source = key_source
         self.chosen_by = chosen_by
-        self._request_base = base_url.rstrip("/")
         self._key = key
-        self._key_problem = key_problem
-
-    @property
-    def name(self) -> str:
-        return self.profile.name
-
-    @property
-    def api(self) -> Api:
-        return self.profile.api
-
-    @property
-    def base_url(self) -> str:
-        return safe_base_url(self._request_base)
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self._request_base).hostname or ""
+        self._problem = key_problem
 
     @property
     def routing_identity(self) -> str:
         """``openrouter@https://openrouter.ai/api/v1#openai/gpt-4o-mini``: profile, safe base URL, model."""
-        return routing_identity(self.profile.name, self._request_base, self.model)
+        return routing_identity(self.profile.name, self._base, self.model)
 
     @property
     def adapter_identity(self) -> str:
@@ -68,14 +57,14 @@ class Endpoint:
 
     def url(self, path: str) -> str:
         """``{base URL}/{path}``, keeping the base URL's query (Azure's ``api-version``) after the path."""
-        parts = urlsplit(self._request_base)
+        parts = urlsplit(self._base)
         joined = parts.path.rstrip("/") + "/" + path.lstrip("/")
         return parts._replace(path=joined).geturl()
 
     def require_key(self) -> None:
         """Raise the ``ConfigError`` that says which variable to set, if this endpoint cannot get a key."""
-        if self._key_problem is not None:
-            raise ConfigError(self._key_problem)
+        if self._problem is not None:
+            raise ConfigError(self._problem)
 
     def auth_header(self) -> tuple[str, str] | None:
         """The one header that carries the key (``Authorization``, ``x-api-key`` or ``api-key``), or None."""
@@ -87,7 +76,7 @@ class Endpoint:
 
     def secrets(self) -> Secrets:
         """What must never be journaled or printed: the key, its header value, the base URL's credentials."""
-        return collect_secrets(api_key=self._key, base_url=self._request_base)
+        return collect_secrets(api_key=self._key, base_url=self._base)
 
     def request_headers(self) -> dict[str, str]:
         """The profile's extra headers (``anthropic-version``, ``X-Title``) plus the key's: all a request carries of it."""

@@ -165,7 +165,7 @@ def test_incomplete_at_the_output_cap_is_length_with_or_without_calls() -> None:
             "provider reported an error: server_error: boom",
         ),
         (_body(status="failed"), "status failed (and error is null)"),
-        ({**_body(), "object": "chat.completion"}, 'object is "chat.completion" (expected "response")'),
+        ({**_body(), "object": "chat.completion"}, "the server answered in the Chat Completions format, not OpenAI Responses"),
         (_body(status="in_progress"), 'status "in_progress" is not a finished answer'),
         (_body(status="cancelled"), 'status "cancelled" is not a finished answer'),
         (_body(status=None), "status is null (expected a string)"),

@@ -86,7 +86,7 @@ def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
         stream = StreamFacts(reassembly.event_count, reassembly.byte_size, reassembly.not_carried, reassembly.problem)
         value = reassembly.body
         if reassembly.problem is not None:
-            return derived(api.rejected(reassembly.problem, value))
+            return derived(api.stream_rejected(body, reassembly))
     elif isinstance(body, bytes):
         return derived(api.rejected("the response body is not UTF-8 text"))
     else:

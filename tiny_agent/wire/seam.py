@@ -159,7 +159,8 @@ class WireApi(msgspec.Struct, frozen=True):
             if usage_problem is not None:
                 raise Reject(usage_problem)
         except Reject as rejection:
-            return Rejected(reason=rejection.reason, usage=derivation.usage, derivation=derivation, **metadata)
+            reason = self.explained(rejection.reason, body)
+            return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **metadata)
         dropped = self.seam.dropped_paths(body, derivation)
         return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **metadata)
 
@@ -188,7 +189,50 @@ class WireApi(msgspec.Struct, frozen=True):
         reassembly = self.reassemble(stream)
         if reassembly.problem is None:
             return NormalizedStream(outcome=self.normalize(reassembly.body), reassembly=reassembly)
-        return NormalizedStream(outcome=self.rejected(reassembly.problem, reassembly.body), reassembly=reassembly)
+        return NormalizedStream(outcome=self.stream_rejected(stream, reassembly), reassembly=reassembly)
+
+    def stream_rejected(self, stream: bytes | str, reassembly: Reassembly) -> Rejected:
+        """A stream that cannot stand for a response: its problem (led by the format of its first event when that is
+        another API's, :meth:`explained`), with the usage that had arrived."""
+        framed = stream_events(stream)
+        first = next((event.data for event in framed[0] if event.data != DONE), "") if isinstance(framed, tuple) else ""
+        try:
+            value = LineDecoder().decode(first.encode("utf-8", "surrogatepass"))
+        except ProfileViolation:
+            value = None
+        return self.rejected(self.explained(reassembly.problem or "", value), reassembly.body)
+
+    def explained(self, reason: str, value: Any) -> str:
+        """The reason, led by the format the server answered in when ``value`` (a body, a first event) is another API's."""
+        other = answered_in(value)
+        if other is None or other == self.identity:
+            return reason
+        name, how = FORMATS[other]
+        return f"the server answered in the {name} format, not {FORMATS[self.identity][0]}: read it with {how} ({reason})"
+
+
+FORMATS: Final[dict[str, tuple[str, str]]] = {
+    "chat-completions:v1": ("Chat Completions", "--api chat (with --base-url) or a chat provider (--provider openai, ollama...)"),
+    "anthropic-messages:v1": ("Anthropic Messages", "--api anthropic (with --base-url) or --provider anthropic"),
+    "openai-responses:v1": ("OpenAI Responses", "--api responses (with --base-url) or --provider openai-responses"),
+}
+"""Each API's name in words, and the flags that read its answers (by ``identity``)."""
+
+
+def answered_in(value: Any) -> str | None:
+    """The identity of the API whose shape ``value`` has (a whole body or a stream's first event), by its marks:
+    Chat ``choices`` or ``object: chat.completion(.chunk)``, Anthropic ``type: message(_start)``,
+    Responses ``object: response`` or a ``response.*`` event; None for anything else (an error body)."""
+    if type(value) is not dict:
+        return None
+    kind, event = value.get("object"), value.get("type")
+    if "choices" in value or kind in ("chat.completion", "chat.completion.chunk"):
+        return "chat-completions:v1"
+    if event in ("message", "message_start"):
+        return "anthropic-messages:v1"
+    if kind == "response" or (type(event) is str and event.startswith("response.")):
+        return "openai-responses:v1"
+    return None
 
 
 # -- the seam's tools -----------------------------------------------------------

@@ -395,7 +395,7 @@ def test_server_filesystem(kit, tmp_path):
     ],
 )
 def test_conformance_client_scenarios(kit, tmp_path, scenario, checks):
-    command = f"{sys.executable} -m tiny_agent.agent.tools.mcp.conformance"
+    command = f"{sys.executable} {PROJECT_ROOT / 'tests' / 'mcp_conformance_client.py'}"
     subprocess.run(
         [kit["TINY_AGENT_MCP_NODE"], kit["TINY_AGENT_MCP_CONFORMANCE"], "client", "--command", command,
          "--scenario", scenario, "-o", str(tmp_path)],

@@ -1,10 +1,7 @@
-"""Every byte of an MCP session, captured below the SDK's parsing (docs/journal.md, ``mcp`` facts).
+"""Every byte of an MCP session, captured below the SDK's parsing (docs/tools.md, "What is journaled").
 
-stdio: :func:`stdio_transport` replaces the SDK's ``stdio_client``; it records each stdout line
-before the SDK's own adapter parses it, and each message it writes exactly as written.
-Streamable HTTP: :class:`RecordingTransport` wraps httpx2's transport; it records request bodies
-and tees response bodies (asked for with ``Accept-Encoding: identity``, so the bytes are the JSON
-or the event stream itself).  Shutdown follows the spec: close stdin, wait, SIGTERM, SIGKILL.
+stdio: :func:`stdio_transport` replaces the SDK's ``stdio_client``.  Streamable HTTP: :class:`RecordingTransport` tees
+bodies asked for with ``Accept-Encoding: identity``, so the bytes are the JSON or the event stream itself.
 """
 
 from __future__ import annotations

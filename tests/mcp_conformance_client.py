@@ -1,4 +1,4 @@
-"""The client under test for the MCP conformance suite: ``python -m tiny_agent.agent.tools.mcp.conformance URL``.
+"""The client under test for the MCP conformance suite: ``python tests/mcp_conformance_client.py URL``.
 
 The suite appends its server's URL as the last argument.  This connects as a run would (every
 byte captured), lists the tools, calls each with arguments made from its schema, prints the

@@ -17,6 +17,7 @@ import msgspec
 from tiny_agent import __version__
 from tiny_agent.errors import ConfigError
 from tiny_agent.journal.facts import RawResponse
+from tiny_agent.journal.secrets import basic_credentials
 from tiny_agent.wire.request import WireRequest
 
 if TYPE_CHECKING:
@@ -290,8 +291,7 @@ class HttpProvider:
         }
         parts = urlsplit(url)
         if (parts.username or parts.password) and not any(name.lower() == "authorization" for name in headers):
-            pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
-            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+            headers["Authorization"] = "Basic " + basic_credentials(parts)
         return list(headers.items())
 
     def close(self) -> None:

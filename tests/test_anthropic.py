@@ -84,6 +84,10 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def _hosted(block_id: str, name: str = "web_search") -> dict[str, Any]:
+    return {"type": "server_tool_use", "id": block_id, "name": name, "input": {"query": "q"}}
+
+
 def _tool_use(call_id: str, name: str = "read", tool_input: Any = None) -> dict[str, Any]:
     return {"type": "tool_use", "id": call_id, "name": name, "input": {"path": "a.txt"} if tool_input is None else tool_input}
 
@@ -165,7 +169,6 @@ def test_stop_reasons(stop: str, with_calls: bool, expected: str) -> None:
     ("stop", "reason"),
     [
         ("tool_use", "stop_reason tool_use but the message carries no tool_use blocks"),
-        ("refusal", "stop_reason refusal: the model declined to answer"),
         ("pause_turn", "stop_reason pause_turn: the server paused a long-running turn, which tiny-agent does not continue"),
         (None, "stop_reason is null (the response does not say why it ended)"),
         ("model_context_window_exceeded", 'stop_reason "model_context_window_exceeded" is not one the seam knows'),
@@ -240,14 +243,50 @@ def test_a_malformed_counter_rejects_but_the_readable_ones_count() -> None:
 
 
 def test_a_rejection_keeps_the_usage_and_metadata() -> None:
-    outcome = normalize_anthropic(_body(_text("x"), stop="refusal"))
+    outcome = normalize_anthropic(_body(_text("x"), stop="pause_turn"))
     assert isinstance(outcome, Rejected)
     assert (outcome.usage, outcome.finish_reason, outcome.response_id, outcome.model) == (
         Usage(input=20, output=5),
-        "refusal",
+        "pause_turn",
         "msg_1",
         "claude-x",
     )
+
+
+def test_a_refusal_is_an_answer_whose_text_is_what_came_before_it() -> None:
+    outcome = normalize_anthropic(_body(_text("I can't"), _text(" help."), stop="refusal"))
+    assert isinstance(outcome, Accepted)
+    assert (outcome.message, outcome.stop_reason) == (AssistantMessage(content="I can't help."), "refusal")
+    streamed = normalize_anthropic_stream(_stream(START, *_text_stream("x"), _message_delta("refusal"), STOP)).outcome
+    assert isinstance(streamed, Accepted) and streamed.stop_reason == "refusal"
+    with_call = normalize_anthropic(_body(_tool_use("t1"), stop="refusal"))
+    assert isinstance(with_call, Rejected) and with_call.reason == "content: a refusal that also asks for tool calls"
+
+
+@pytest.mark.parametrize(
+    ("blocks", "reason"),
+    [
+        ([{"type": "web_search_tool_result", "tool_use_id": "s1", "content": []}], "content[0] is a web_search_tool_result without"),
+        ([_hosted("s1", "web_fetch"), {"type": "web_search_tool_result", "tool_use_id": "s1", "content": []}], "content[1] is a web"),
+        ([_hosted("s1", "crystal_ball")], 'content[0].name is "crystal_ball", not a server tool the seam knows'),
+        ([{**_hosted("s1"), "input": "q"}], "content[0].input is \"q\" (expected an object)"),
+        ([{**_hosted("m1"), "type": "mcp_tool_use"}], "content[0].server_name is missing"),
+        ([{"type": "crystal_ball_tool_result", "tool_use_id": "s1"}], 'content[0].type is "crystal_ball_tool_result"'),
+    ],
+)
+def test_hosted_blocks_pair_up_and_unknown_ones_are_rejected(blocks: list[dict[str, Any]], reason: str) -> None:
+    outcome = normalize_anthropic(_body(*blocks, _text("ok")))
+    assert isinstance(outcome, Rejected) and outcome.reason.startswith(reason), outcome
+
+
+def test_hosted_blocks_are_activity_not_calls() -> None:
+    result = {"type": "web_search_tool_result", "tool_use_id": "s1", "content": [{"type": "web_search_result"}] * 2}
+    outcome = normalize_anthropic(_body(_hosted("s1"), result, _text("Found.")))
+    assert isinstance(outcome, Accepted)
+    assert (outcome.message, outcome.stop_reason) == (AssistantMessage(content="Found."), "stop")
+    assert outcome.hosted == ['web_search {"query":"q"}', "  → web_search_tool_result: 2 results"]
+    assert "content[0]" in outcome.dropped and "content[1]" in outcome.dropped
+
 
 
 @pytest.mark.parametrize(
@@ -475,8 +514,8 @@ def test_a_rejected_stream_keeps_the_usage_that_arrived() -> None:
 
 
 def test_a_stream_whose_body_breaks_a_rule_is_rejected_by_the_seam() -> None:
-    outcome = _stream_rejected(_stream(START, *_text_stream("x"), _message_delta("refusal"), STOP))
-    assert outcome.reason == "stop_reason refusal: the model declined to answer"
+    outcome = _stream_rejected(_stream(START, *_text_stream("x"), _message_delta("pause_turn"), STOP))
+    assert outcome.reason.startswith("stop_reason pause_turn: ")
 
 
 @pytest.mark.parametrize(

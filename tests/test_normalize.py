@@ -11,6 +11,7 @@ from conftest import PROJECT_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_replay_cli import call
+from wire_apis import file_record, fixture_files
 
 from tiny_agent.agent import transactions
 from tiny_agent.fold.transcript_rules import parse_message
@@ -42,6 +43,33 @@ def test_wire_fixture_gives_its_expected_outcome(capsys, name):
 def test_every_body_has_an_expectation():
     bodies = {path.name[:-5] for path in WIRE.glob("*.json") if not path.name.endswith(".expected.json")}
     assert bodies == set(CASES)
+
+
+# -- issue 27: refusals and hosted tools, recorded in each API's shapes, whole and streamed ----------
+
+HELD_BACK = fixture_files(WIRE / "refusals") + fixture_files(WIRE / "hosted-tools")
+
+
+@pytest.mark.parametrize("path", HELD_BACK, ids=lambda path: path.name)
+def test_refusal_and_hosted_tool_fixtures_give_their_expected_outcome(path):
+    expected = json.loads(path.with_name(path.name + ".expected.json").read_text())
+    assert file_record(path) == expected
+    if path.parent.name == "refusals":
+        assert expected["stdout"]["stopReason"] == "refusal" and expected["stdout"]["message"]["content"]
+    elif "unknown" in path.name or "approval" in path.name:
+        assert expected["exit"] == 65
+    else:
+        # Hosted calls are activity, never client calls: only the read in the *-then-* cases is ours to run.
+        assert expected["stdout"]["hosted"]
+        calls = expected["stdout"]["message"].get("tool_calls", [])
+        assert [call["function"]["name"] for call in calls] == (["read"] if "-then-" in path.name else [])
+
+
+def test_the_normalize_command_shows_hosted_activity(capsys):
+    path = WIRE / "hosted-tools" / "anthropic-web-search.json"
+    code, out, _ = call(capsys, "normalize", str(path), "--api", "anthropic")
+    assert code == 0
+    assert json.loads(out)["hosted"][-1] == "billed by the provider: web_search_requests 1"
 
 
 # -- the seed chapter's two regression tests ----------------------------------

@@ -179,15 +179,15 @@ def test_incomplete_at_the_output_cap_is_length_with_or_without_calls() -> None:
             'status incomplete with reason "timeout", not one the seam knows',
         ),
         ({**_body(), "output": None}, "output is null (expected an array)"),
-        (
-            _body(_message(_text("a"), {"type": "refusal", "refusal": "No."})),
-            "output[0].content[1] is a refusal: the model declined to answer",
-        ),
+        (_body(_message({"type": "refusal", "refusal": None})), "output[0].content[0].refusal is null (expected a string)"),
+        (_body(_message({"type": "refusal", "refusal": "No."}), _call("c")), "output: a refusal that also asks for tool calls"),
+        (_body({"type": "mcp_approval_request", "name": "x"}), "output[0] asks for approval of an MCP call"),
         (_body(_message({"type": "output_audio"})), 'output[0].content[0].type is "output_audio", not a part the seam knows'),
         (_body(_message({"type": "output_text", "text": None})), "output[0].content[0].text is null (expected a string)"),
         (_body({**_message(_text("a")), "role": "user"}), 'output[0].role is "user" (expected "assistant")'),
         (_body({**_message(), "content": "hi"}), 'output[0].content is "hi" (expected an array)'),
-        (_body({"type": "file_search_call", "id": "fs_1"}), 'output[0].type is "file_search_call", not an item the seam knows'),
+        (_body({"type": "crystal_ball_call", "id": "cb_1"}), 'output[0].type is "crystal_ball_call", not an item the seam knows'),
+        (_body({"type": "computer_call", "call_id": "c"}), 'output[0].type is "computer_call"'),
         (_body({"type": "custom_tool_call", "call_id": "c", "name": "x", "input": "y"}), 'output[0].type is "custom_tool_call"'),
         (_body(_call("call_1", {"path": "a"})), "output[0].arguments is an object (expected a string of JSON text)"),
         (_body(_call("")), "output[0].call_id is an empty string (expected a non-empty string)"),
@@ -197,6 +197,20 @@ def test_incomplete_at_the_output_cap_is_length_with_or_without_calls() -> None:
 )
 def test_malformed_bodies_are_rejected_with_a_precise_reason(body: Any, reason: str) -> None:
     assert _rejected(body).startswith(reason)
+
+
+def test_a_refusal_part_is_the_answer_and_hosted_items_are_activity() -> None:
+    refused = _accepted(_body(_message(_text("Well. "), {"type": "refusal", "refusal": "No."})))
+    assert (refused.message, refused.stop_reason) == (AssistantMessage(content="Well. No."), "refusal")
+    assert "output[0].content[1].refusal" not in refused.dropped
+    search = {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
+    image = {"type": "image_generation_call", "result": "AAAA", "size": "1x1"}
+    hosted = _accepted(_body(search, image, _call("c")))
+    assert (hosted.message.content, hosted.stop_reason) == (None, "toolUse")
+    assert hosted.hosted == [
+        'web_search_call completed: action {"type":"search","query":"q"}',
+        'image_generation_call: size "1x1"; result 3 bytes of base64 (kept in the raw body)',
+    ]
 
 
 def test_usage_subtracts_the_cached_tokens_from_the_input() -> None:

@@ -315,3 +315,44 @@ def test_a_compactions_piece_number_is_a_v3_member(tmp_path, version, piece, cod
         data = path.read_bytes() + json.dumps(started | {"seq": run.writer.fold.next_seq, "id": uuid7(), "timestamp": 1}).encode() + b"\n"
     kind, result = agreed(data)
     assert (kind, result[0] if kind == "error" else None) == (("error", code) if code else ("ok", None))
+
+
+# -- the refusal stop reason (issue 27) ----------------------------------------------------------------
+
+
+def assistant(run: RunWriter, stop_reason: str, content: str | None = "No.", calls: bool = False) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]
+    entry = {"type": "message", "stepId": run.step_id, "attemptId": run.attempt_id, "stopReason": stop_reason, "message": message}
+    return {"kind": "entry", "entry": entry}
+
+
+@pytest.mark.parametrize("content", ["I can't help with that.", ""])
+def test_a_refusal_settles_its_step_and_completes_the_run_even_without_text(tmp_path, content):
+    run = open_run(tmp_path / "s.jsonl")
+    entry = assistant(run, "refusal", content)
+    entry["id"] = uuid7()
+    data = with_line(tmp_path / "s.jsonl", [entry])
+    finished = {
+        "kind": "record",
+        "record": {"type": "operationFinished", "operationId": run.operation_id, "operationKind": "run",
+                   "outcome": "completed", "completion": "normal", "finalEntryId": entry["id"]},
+    }
+    (tmp_path / "t.jsonl").write_bytes(data)
+    kind, state = agreed(with_line(tmp_path / "t.jsonl", [finished]))
+    assert kind == "ok", state
+    assert state["transcript"][-1] == {"role": "assistant", "content": content}
+    assert state["operation"] == {"kind": "idle"}
+
+
+def test_a_refusal_asks_for_no_tools_and_is_not_a_v2_stop_reason(tmp_path):
+    run = open_run(tmp_path / "s.jsonl")
+    assert error_of(tmp_path / "s.jsonl", [assistant(run, "refusal", None, calls=True)])[0] == "INVALID_TRANSCRIPT"
+    v2 = open_run(tmp_path / "v2.jsonl", version=2)
+    seq = v2.writer.fold.next_seq
+    candidate = assistant(v2, "refusal") | {"seq": seq, "id": uuid7(), "timestamp": 1}
+    data = (tmp_path / "v2.jsonl").read_bytes() + msgspec.json.encode(candidate) + b"\n"
+    assert agreed(data) == ("error", ("INVALID_FACT", next_line(tmp_path / "v2.jsonl"), seq))
+    with pytest.raises(CorruptionError, match="stopReason is not stop, toolUse or length: \"refusal\""):
+        reduce_chunks((data,), Fold())

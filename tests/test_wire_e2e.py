@@ -14,6 +14,7 @@ import pytest
 import replies
 from conftest import PROJECT_ROOT
 from test_replay_cli import call
+from wire_apis import fixture_files
 
 from tiny_agent.fold.transcript_rules import transcript_violation
 from tiny_agent.journal.state import IdleOperation
@@ -343,3 +344,86 @@ def test_a_crash_between_two_attempts_then_resume(workspace: Path) -> None:
     assert server.request_count == 2
     assert [fact.raw.status for _, fact in raw_facts(path)] == [429, 200]
     assert_sound(path)
+
+
+# -- issue 27: refusals and hosted tools, from recorded bodies and streams, in full runs ---------------------
+
+PROVIDERS = {"chat": "custom", "anthropic": "anthropic", "responses": "openai-responses"}
+
+
+def recorded(path: Path) -> tuple[Reply, list[str]]:
+    """A recorded fixture as the server's reply, and the flags that ask its API for it whole or streamed."""
+    streamed = path.suffix == ".sse"
+    reply = Reply(body=path.read_bytes(), content_type="text/event-stream" if streamed else "application/json")
+    return reply, ["--provider", PROVIDERS[path.name.split("-")[0]], "--stream" if streamed else "--no-stream"]
+
+
+@pytest.mark.parametrize("path", fixture_files(WIRE / "refusals"), ids=lambda path: path.name)
+def test_a_refusal_is_the_visible_outcome_of_a_run(capsys, workspace: Path, monkeypatch, path: Path) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", "sk-ant-test-0123456789abcdefghij")
+    expected = json.loads(path.with_name(path.name + ".expected.json").read_text())["stdout"]
+    reply, flags = recorded(path)
+    with LoopbackServer([reply, reply]) as server:
+        code, out, err = run(capsys, server, *flags, "--json")
+        assert code == 4, err
+        assert err.splitlines()[-1].startswith("REFUSED: the model declined to answer")
+        shown = json.loads(out)
+        assert (shown["outcome"], shown["refused"], shown["final"]) == ("completed", True, expected["message"]["content"])
+        session = shown["session"]
+        # The refused turn is in the transcript; Anthropic is not sent it back (its documentation asks so).
+        code, out, _ = run(capsys, server, *flags, "--session", session, prompt="Then explain the idea.")
+        assert code == 4 and out == expected["message"]["content"] + "\n"
+    second = server.requests[1].body
+    sent = second["messages"] if "messages" in second else second["input"]
+    assert (expected["message"]["content"] in json.dumps(sent)) == (not path.name.startswith("anthropic"))
+    path_ = only_session(workspace)
+    assert_sound(path_)
+    assert '"stopReason":"refusal"' in path_.read_text()
+    (row,) = json.loads(call(capsys, "sessions", "--json")[1])
+    assert row["status"] == "refused" and row["reason"].startswith("refused: ")
+    assert "→ refusal" in call(capsys, "replay", str(path_))[1]
+    assert json.loads(call(capsys, "audit", str(path_), "--json")[1])["drift"] is False
+    code, _, err = call(capsys, "export", "--v2", str(path_), "-o", str(workspace / "v2.jsonl"))
+    assert code == 0 and "2 refusal(s), written as stop" in err
+    v2 = (workspace / "v2.jsonl").read_text()
+    assert '"stopReason":"refusal"' not in v2 and read_journal(workspace / "v2.jsonl").version == 2
+
+
+def test_a_refusal_without_text_is_still_an_outcome_and_exports_as_a_failed_v2_run(capsys, workspace: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", "sk-ant-test-0123456789abcdefghij")
+    reply = Reply(body=(WIRE / "anthropic" / "refusal.json").read_bytes())
+    with LoopbackServer([reply]) as server:
+        code, out, err = run(capsys, server, "--provider", "anthropic", "--no-stream")
+    assert (code, out) == (4, "\n"), err
+    source = only_session(workspace)
+    assert_sound(source)
+    code, _, err = call(capsys, "export", "--v2", str(source), "-o", str(workspace / "v2.jsonl"))
+    assert code == 0 and "1 without text end their run failed (code refusal)" in err
+    assert read_journal(workspace / "v2.jsonl").lastOutcome.errorCode == "refusal"
+
+
+@pytest.mark.parametrize("path", fixture_files(WIRE / "hosted-tools"), ids=lambda path: path.name)
+def test_hosted_tool_activity_is_kept_shown_and_never_run(capsys, workspace: Path, monkeypatch, path: Path) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", "sk-ant-test-0123456789abcdefghij")
+    expected = json.loads(path.with_name(path.name + ".expected.json").read_text())
+    reply, flags = recorded(path)
+    api = path.name.split("-")[0]
+    with LoopbackServer([reply, replies.whole(api, replies.text_answer())]) as server:
+        code, out, err = run(capsys, server, *flags)
+    source = only_session(workspace)
+    assert_sound(source)
+    if expected["exit"] == 65:
+        assert code == 1 and expected["stdout"]["rejected"] in err
+        return
+    # An answer with no text at all (an image and nothing said) fails its step as any empty answer does.
+    assert code == (1 if expected["stdout"]["message"]["content"] == "" else 0), err
+    state = read_journal(source)
+    calls = [call for message in state.transcript for call in getattr(message, "calls", [])]
+    assert [call.function.name for call in calls] == (["read"] if "-then-" in path.name else [])
+    assert server.request_count == (2 if calls else 1)
+    assert "srvtoolu" not in json.dumps(server.requests[-1].body) and "web_search_call" not in json.dumps(server.requests[-1].body)
+    audit = call(capsys, "audit", str(source))[1]
+    for line in expected["stdout"]["hosted"]:
+        assert f"  hosted    {line}" in audit
+    code, _, _ = call(capsys, "view", str(source), "-o", str(workspace / "view.html"))
+    assert code == 0 and "provider-side activity" in (workspace / "view.html").read_text()

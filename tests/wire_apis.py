@@ -12,6 +12,7 @@ from conftest import PROJECT_ROOT
 
 from tiny_agent.fold.transcript_rules import parse_message
 from tiny_agent.journal.transcript import AssistantMessage
+from tiny_agent.wire.registry import API
 from tiny_agent.wire.seam import Accepted, NormalizedStream, Outcome, Rejected
 
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
@@ -44,6 +45,8 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
             "usage": outcome.usage,
             "dropped": outcome.dropped,
         }
+        if outcome.hosted:
+            stdout["hosted"] = outcome.hosted
         code = 0
     else:
         stdout = {"rejected": outcome.reason, "usage": outcome.usage}
@@ -59,7 +62,24 @@ def fixture_record(
     body_path = directory / f"{name}{BODY_SUFFIX}"
     if body_path.exists():
         return outcome_record(whole(body_path.read_bytes()))
-    streamed = stream((directory / f"{name}{STREAM_SUFFIX}").read_bytes())
+    return stream_record(stream((directory / f"{name}{STREAM_SUFFIX}").read_bytes()))
+
+
+def fixture_files(directory: Path) -> list[Path]:
+    """The bodies and streams of a fixture directory (not their expectations), in name order."""
+    return sorted(path for path in directory.iterdir() if path.suffix in (BODY_SUFFIX, STREAM_SUFFIX) and EXPECTED_SUFFIX not in path.name)
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    """One file of a directory that mixes APIs and holds a body and a stream of one name (refusals/, hosted-tools/):
+    the name's first word is the API (``chat-openai-refusal.sse``); its expectation is ``<file name>.expected.json``."""
+    api = API[path.name.split("-")[0]]
+    if path.suffix == BODY_SUFFIX:
+        return outcome_record(api.normalize_body(path.read_bytes()))
+    return stream_record(api.normalize_stream(path.read_bytes()))
+
+
+def stream_record(streamed: NormalizedStream) -> dict[str, Any]:
     record = outcome_record(streamed.outcome)
     reassembly = streamed.reassembly
     record["stream"] = {
@@ -77,7 +97,7 @@ def check_outcome(outcome: object) -> None:
         as_journal = msgspec.to_builtins(outcome.message)
         assert parse_message(as_journal) == outcome.message
         assert msgspec.json.decode(msgspec.json.encode(outcome.message), type=AssistantMessage) == outcome.message
-        assert outcome.stop_reason in ("stop", "toolUse", "length")
+        assert outcome.stop_reason in ("stop", "toolUse", "length", "refusal")
     else:
         assert outcome.reason
         assert "\n" not in outcome.reason and "\r" not in outcome.reason

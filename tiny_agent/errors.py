@@ -13,6 +13,7 @@ LABELS: Final[dict[str, int]] = {
     "USAGE": 2,
     "CONFIG": 2,
     "EMPTY": 65,
+    "REFUSED": 4,
     "DRIFT": 3,
     CORRUPTION_LABEL: 65,
     "CORRUPT": 65,
@@ -103,6 +104,10 @@ class Busy(TinyAgentError):
 
 class RunFailed(TinyAgentError):
     label = "FAILED"
+
+
+class Refused(TinyAgentError):
+    label = "REFUSED"
 
 
 class StepLimitReached(TinyAgentError):

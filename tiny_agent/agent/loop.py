@@ -62,6 +62,7 @@ from tiny_agent.journal.state import (
     SessionState,
     ToolCallState,
     refusal_note,
+    refused,
 )
 from tiny_agent.providers.http import Received, TransportError, raw_response
 from tiny_agent.stores import failpoints
@@ -84,6 +85,8 @@ class DriveResult(msgspec.Struct):
     """The final answer was cut off by the token limit (``final`` holds what there is; the run failed)."""
     step_limit: bool = False
     """The run stopped at the step limit."""
+    refused: bool = False
+    """The model declined to answer: ``final`` is its refusal (stopReason ``refusal``)."""
 
     @property
     def interrupted(self) -> bool:
@@ -541,8 +544,9 @@ class Driver:
     def _idle_result(self, actions: int) -> DriveResult:
         outcome = self._last_outcome
         if outcome == "completed":
-            refused = refusal_note(self.state)
-            return DriveResult(status="completed", final=self._final, reason=refused, actions=actions)
+            state = self.state
+            declined = refused(state.lastOutcome, state)
+            return DriveResult("completed", self._final, refusal_note(state), actions, refused=declined)
         if outcome == "aborted" or self.stopped_by is not None:
             why = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
             return DriveResult(status="aborted", reason=why[self.stopped_by], actions=actions, stopped_by=self.stopped_by)

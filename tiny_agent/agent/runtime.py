@@ -204,6 +204,10 @@ class Runtime:
             self.sizing.sent = len(configuration.prompt) + compaction.size(messages)
         else:
             messages, tools = state.activeContext, self.toolbox.specs()
+            if self.api == "anthropic":
+                # Anthropic asks that a refused turn not be sent back as it was (docs/api-mappings.md).
+                refused = {id(entry.message) for entry in state.entries.values() if entry.stopReason == "refusal"}
+                messages = [message for message in messages if id(message) not in refused] if refused else messages
             self.sizing.sent = self.fixed_chars() + compaction.size(messages)
         options = RequestOptions(
             max_tokens=max_tokens,

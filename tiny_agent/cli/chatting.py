@@ -95,7 +95,9 @@ class _Chat:
 
     def show(self, result: DriveResult) -> None:
         show_answer(result, self.display)
-        if result.status == "failed":
+        if result.refused:
+            progress("the model declined to answer (a refusal; you can go on)")
+        elif result.status == "failed":
             progress(f"the run failed: {result.reason}")
         elif result.status == "aborted":
             progress("the run was aborted; the journal records it (you can go on)")

@@ -25,6 +25,7 @@ from tiny_agent.errors import (
     BlockedError,
     CorruptionError,
     Interrupted,
+    Refused,
     RunFailed,
     StepLimitReached,
     StorageError,
@@ -81,6 +82,7 @@ def _finish(
                 "handle": handle,
                 "path": str(writer.path),
                 "outcome": result.status,
+                "refused": result.refused,
                 "final": result.final,
                 "reason": result.reason,
                 "usage": writer.state.usage,
@@ -109,6 +111,8 @@ def show_answer(result: DriveResult, display: TerminalDisplay | None) -> None:
 
 
 def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
+    if result.refused:
+        raise Refused(f"the model declined to answer; its refusal is the answer (session {handle})")
     if result.status == "failed":
         error = StepLimitReached if result.step_limit else RunFailed
         raise error(f"{result.reason} (session {handle}; `tiny-agent replay {handle}` shows it)")

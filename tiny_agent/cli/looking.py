@@ -148,6 +148,8 @@ def normalize(args: Normalize) -> None:
             "usage": outcome.usage,
             "dropped": outcome.dropped,
         }
+        if outcome.hosted:
+            shown["hosted"] = outcome.hosted
         if derivation.changes:
             shown["adapted"] = derivation.changes
         if derivation.stream is not None:

@@ -75,8 +75,9 @@ def assistant_entry(fold: FoldCore, entry: dict[str, Any], fact_id: str, message
         require_uuid(step_id, "assistant entry stepId")
         require_uuid(attempt_id, "assistant entry attemptId")
     stop_reason = entry.get("stopReason")
-    if not is_word(stop_reason, contract.STOP_REASON_WORDS):
-        fail(INVALID_FACT, f"assistant entry stopReason is not {one_of(contract.STOP_REASON_WORDS)}: {show(stop_reason)}")
+    words = fold.profile.stop_reasons
+    if not is_word(stop_reason, words):
+        fail(INVALID_FACT, f"assistant entry stopReason is not {one_of(words)}: {show(stop_reason)}")
     if attempt is None:
         fail(INVALID_REFERENCE, f"assistant entry names unknown attempt {attempt_id}")
     if attempt.step_id != step_id:
@@ -91,8 +92,8 @@ def assistant_entry(fold: FoldCore, entry: dict[str, Any], fact_id: str, message
     has_calls = message.tool_calls is not UNSET
     if stop_reason == "toolUse" and not has_calls:
         fail(INVALID_TRANSCRIPT, "stopReason toolUse but the message has no tool_calls")
-    if stop_reason == "stop" and has_calls:
-        fail(INVALID_TRANSCRIPT, "stopReason stop but the message has tool_calls")
+    if (stop_reason == "stop" or stop_reason == "refusal") and has_calls:
+        fail(INVALID_TRANSCRIPT, f"stopReason {stop_reason} but the message has tool_calls")
     settle(fold, run, attempt, fact_id, message, stop_reason, timestamp)
 
 
@@ -103,6 +104,7 @@ def fast_assistant_entry(fold: FoldCore, fact: Any, fact_id: str) -> bool:
     attempt_id = entry.attemptId
     if (
         stop_reason is UNSET
+        or stop_reason == "refusal"
         or attempt_id is UNSET
         or entry.toolName is not UNSET
         or entry.toolStartedId is not UNSET

@@ -121,7 +121,9 @@ def _check_run_completed(fold: FoldCore, run: RunOperation, record: dict[str, An
     if final is None or final.message is None or final.operationId != run.operationId:
         fail(INVALID_REFERENCE, f"finalEntryId {final_id} is not a message of this run")
     wanted = "stop" if completion == "normal" else "length"
-    if final.stopReason != wanted:
+    # v3: a refusal is the run's answer too (docs/journal.md), its text may be empty.
+    refused = completion == "normal" and final.stopReason == "refusal"
+    if final.stopReason != wanted and not refused:
         fail(INVALID_REFERENCE, f"a {completion} completion needs a final entry that stopped with {wanted}")
     # An entry with a stopReason settled its attempt (closed, not failed), which it names;
     # what remains to check is that the attempt was of the run's latest step.
@@ -130,7 +132,7 @@ def _check_run_completed(fold: FoldCore, run: RunOperation, record: dict[str, An
     message = final.message
     if completion == "normal":
         content = message.content if type(message) is AssistantMessage else None
-        if content is None or is_blank(content):
+        if not refused and (content is None or is_blank(content)):
             fail(INVALID_TRANSCRIPT, "a normal completion needs a final answer with non-blank content")
     elif type(message) is not AssistantMessage or message.tool_calls is UNSET:
         fail(INVALID_TRANSCRIPT, "a truncated completion needs a final entry with tool calls")

@@ -4,7 +4,8 @@ Pure.  v3 is v2 plus ``raw``, ``mcp`` and ``seal`` facts, a seal at the end of e
 line, transport retries beyond a step's second attempt (session-v3.md), and
 two optional header members linking a session to where it came from
 (``origin``, ``parent``: docs/journal.md), and the configuration snapshot's
-optional ``instructions``, ``requestOptions`` and ``git``, and ``compactionStarted``'s optional ``piece``.
+optional ``instructions``, ``requestOptions`` and ``git``, ``compactionStarted``'s optional ``piece``,
+and the ``refusal`` stop reason.
 The fold picks a profile when it reads the header and asks it instead of
 testing the version number, so each difference is named once.
 """
@@ -19,11 +20,13 @@ from tiny_agent.fold.contract import (
     COMPACTION_STARTED_KEYS,
     HEADER_KEYS,
     SNAPSHOT_KEYS,
+    STOP_REASON_WORDS,
     V3_COMPACTION_STARTED_KEYS,
     V3_HEADER_KEYS,
     V3_SNAPSHOT_KEYS,
 )
 from tiny_agent.journal.facts import FactKind
+from tiny_agent.journal.transcript import StopReason
 
 
 class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -40,6 +43,8 @@ class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc
     """The members a configuration snapshot may have (v3 adds the optional ``instructions``, ``requestOptions``, ``git``)."""
     compaction_started_keys: frozenset[str]
     """The members a ``compactionStarted`` may have (v3 adds the optional ``piece``)."""
+    stop_reasons: tuple[StopReason, ...]
+    """The stop reasons an assistant entry may have (v3 adds ``refusal``)."""
 
 
 V2: Final = VersionProfile(
@@ -50,6 +55,7 @@ V2: Final = VersionProfile(
     max_attempt=2,
     snapshot_keys=SNAPSHOT_KEYS,
     compaction_started_keys=COMPACTION_STARTED_KEYS,
+    stop_reasons=STOP_REASON_WORDS[:3],
 )
 
 V3: Final = VersionProfile(
@@ -62,6 +68,7 @@ V3: Final = VersionProfile(
     max_attempt=16,
     snapshot_keys=V3_SNAPSHOT_KEYS,
     compaction_started_keys=V3_COMPACTION_STARTED_KEYS,
+    stop_reasons=STOP_REASON_WORDS,
 )
 
 PROFILES: Final[dict[int, VersionProfile]] = {profile.version: profile for profile in (V2, V3)}

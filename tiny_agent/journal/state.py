@@ -312,11 +312,19 @@ def outcome_summary(state: SessionState) -> str | None:
     if last.outcome == "completed":
         if last.completion == "truncated":
             return "completed, truncated: the model's last tool calls were cut off by its token limit and not run"
-        refused = refusal_note(state)
-        return "completed" if refused is None else f"completed, but {refused}"
+        if refused(last, state):
+            return "refused: the model declined to answer (its refusal is the run's answer)"
+        refused_writes = refusal_note(state)
+        return "completed" if refused_writes is None else f"completed, but {refused_writes}"
     if last.outcome == "aborted":
         return "aborted (Ctrl-C, SIGTERM or resume --abort); the journal records it cleanly"
     return _failure_summary(state, last.errorCode, last.errorMessage)
+
+
+def refused(last: FinishedOperation | None, state: SessionState) -> bool:
+    """The finished run ``last`` ended with the model's refusal (v3 stopReason ``refusal``)."""
+    final = state.entries.get(last.finalEntryId) if last is not None and last.finalEntryId else None
+    return final is not None and final.stopReason == "refusal"
 
 
 NOT_APPROVED: Final = " was not approved: "

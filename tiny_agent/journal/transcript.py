@@ -17,8 +17,8 @@ from typing import Final, Literal, get_args
 import msgspec
 from msgspec import UNSET, UnsetType
 
-StopReason = Literal["stop", "toolUse", "length"]
-"""Why an assistant step ended: a final answer, a request for tools, or the token limit."""
+StopReason = Literal["stop", "toolUse", "length", "refusal"]
+"""Why an assistant step ended: a final answer, a request for tools, the token limit, or (v3) a refusal."""
 
 STOP_REASONS: Final[frozenset[str]] = frozenset(get_args(StopReason))
 

@@ -70,6 +70,8 @@ class ResponseAudit(msgspec.Struct):
     derivation: str | None = None
     cost: float | None = None
     dropped: list[str] = msgspec.field(default_factory=list)
+    hosted: list[str] = msgspec.field(default_factory=list)
+    """Provider-side activity: the hosted tool calls the provider ran and their results (never run by us)."""
     api: str = "chat"
     adapters: list[str] = msgspec.field(default_factory=list)
     """The quirk adapters the attempt recorded (``name@version``), in the order they ran."""
@@ -479,6 +481,7 @@ def _response(fact: RawFact, line: int, derivation: Derivation) -> ResponseAudit
     if isinstance(outcome, Accepted):
         response.seam = outcome.stop_reason
         response.dropped = outcome.dropped
+        response.hosted = outcome.hosted
     else:
         response.seam = f"rejected: {outcome.reason}"
     return response

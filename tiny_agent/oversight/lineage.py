@@ -16,6 +16,7 @@ from typing import Final
 import msgspec
 
 from tiny_agent.errors import CorruptionError, NotFound, TinyAgentError, UsageError
+from tiny_agent.fold.contract import is_blank
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.facts import HeaderLine, SealFact, encode_header
 from tiny_agent.journal.ids import uuid7
@@ -320,6 +321,8 @@ class Omitted(msgspec.Struct):
     attempts_dropped: int = 0
     usage_moved: int = 0
     pieces: int = 0
+    refusals: int = 0
+    silent_refusals: int = 0
 
     def describe(self, lineage: str | None) -> str:
         """One line: what the v2 journal does not hold."""
@@ -333,6 +336,9 @@ class Omitted(msgspec.Struct):
             )
         if self.pieces:
             parts.append(f"the piece numbers of {self.pieces} compaction(s)")
+        if self.refusals:
+            silent = f"; {self.silent_refusals} without text end their run failed (code refusal)" if self.silent_refusals else ""
+            parts.append(f"the stopReason of {self.refusals} refusal(s), written as stop{silent}")
         if lineage is not None:
             parts.append(f"the header's {lineage}")
         return "left out: " + "; ".join(parts)
@@ -372,6 +378,8 @@ class V2Export:
         self._copy = Rewriter(header)
         self._steps = steps
         self._moved_to: dict[str, str] = {}
+        self._silent: set[str] = set()
+        """Refusals without text: v2's `normal` completion needs text, so their run is written as failed."""
         self.omitted = Omitted()
 
     def lines(self, lines: Lines) -> Iterator[bytes]:
@@ -396,6 +404,10 @@ class V2Export:
             return None
         if kind == "usage" and "attemptId" in fact:
             return self._usage(fact)
+        if kind == "entry" and b'"refusal"' in bytes(fact["entry"]):
+            return self._refusal(fact)
+        if kind == "record" and self._silent and b'"operationFinished"' in bytes(fact["record"]):
+            return self._finished(fact)
         record = _attempt_record(fact)
         if record is not None:
             return self._attempt(fact, record)
@@ -421,6 +433,28 @@ class V2Export:
         if extras == [None, None] and attempt <= 2:
             return fact
         record["configurationSnapshot"] = msgspec.Raw(_encode(snapshot))
+        return {**fact, "record": msgspec.Raw(_encode(record))}
+
+    def _refusal(self, fact: Members) -> Members:
+        """A v3 refusal as v2's ``stop`` (the text is the answer either way)."""
+        entry = _members(fact["entry"])
+        if "stopReason" not in entry or _text(entry["stopReason"]) != "refusal":
+            return fact
+        entry["stopReason"] = msgspec.Raw(b'"stop"')
+        self.omitted.refusals += 1
+        content = msgspec.json.decode(entry["message"]).get("content")
+        if type(content) is not str or is_blank(content):
+            self._silent.add(_text(fact["id"]))
+            self.omitted.silent_refusals += 1
+        return {**fact, "entry": msgspec.Raw(_encode(entry))}
+
+    def _finished(self, fact: Members) -> Members:
+        record = _members(fact["record"])
+        if "finalEntryId" not in record or _text(record["finalEntryId"]) not in self._silent:
+            return fact
+        del record["completion"], record["finalEntryId"]
+        record["outcome"] = msgspec.Raw(b'"failed"')
+        record["error"] = msgspec.Raw(b'{"code":"refusal","message":"the model declined to answer without a word"}')
         return {**fact, "record": msgspec.Raw(_encode(record))}
 
     def _usage(self, fact: Members) -> Members:

@@ -287,6 +287,8 @@ def _attempt_lines(attempt: AttemptAudit) -> Iterator[str]:
         if response.derivation:
             cost = f" · cost {_money(response.cost)}" if response.cost is not None else ""
             yield f"  usage     {response.derivation}{cost}"
+        for line in response.hosted:
+            yield f"  hosted    {line}"
         if response.dropped:
             yield f"  dropped   {', '.join(response.dropped)}"
     outcome = attempt.settled if attempt.stopReason is None else f"{attempt.settled} ({attempt.stopReason})"

@@ -13,11 +13,12 @@ from msgspec import UNSET
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal.facts import RawResponse
 from tiny_agent.journal.links import Origin, Parent, lineage_words
-from tiny_agent.journal.state import Header, IdleOperation, SessionState, outcome_summary
+from tiny_agent.journal.state import Header, IdleOperation, SessionState, outcome_summary, refused
 from tiny_agent.journal.transcript import Usage, UserMessage
 
-Status = Literal["idle", "failed", "aborted", "truncated", "step-limit", "open", "corrupt", "unreadable"]
-"""A journal at rest: idle (its last run completed), how its last run ended otherwise, open, or not readable."""
+Status = Literal["idle", "refused", "failed", "aborted", "truncated", "step-limit", "open", "corrupt", "unreadable"]
+"""A journal at rest: idle (its last run completed), refused (it ended with a refusal), how its last run ended
+otherwise, open, or not readable."""
 
 
 class Bucket(msgspec.Struct):
@@ -125,6 +126,8 @@ def _status_of(state: SessionState) -> Status:
     if type(state.operation) is not IdleOperation:
         return "open"
     last = state.lastRunOutcome
+    if refused(last, state):
+        return "refused"
     if last is None or last.outcome == "completed":
         return "idle"
     if last.outcome == "aborted":

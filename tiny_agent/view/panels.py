@@ -101,6 +101,8 @@ def _how(attempt: AttemptView, audited: AttemptAudit) -> str:
         rows.append(("adapters", text(adapters)))
         if response.adapted:
             rows.append(("adapters changed", _items(response.adapted)))
+        if response.hosted:
+            rows.append(("provider-side activity (hosted tools, not run by us)", _items(response.hosted)))
         dropped = "".join(f'<li><mark class="dropped">{text(path)}</mark></li>' for path in response.dropped)
         rows.append(("dropped", f'<ul class="plain dropped">{dropped}</ul>' if dropped else "nothing"))
         if response.derivation:

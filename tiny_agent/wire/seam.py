@@ -56,6 +56,9 @@ class Accepted(msgspec.Struct, frozen=True):
     ``stop_reason``, Responses ``status`` (or ``incomplete_details.reason`` when incomplete)."""
     response_id: str | None = None
     model: str | None = None
+    hosted: list[str] = msgspec.field(default_factory=list)
+    """The calls the provider ran itself (web search, code execution, MCP connectors) and their results,
+    one line each, for audit and view: never sent back, never run by us."""
 
 
 class Rejected(msgspec.Struct, frozen=True):
@@ -134,6 +137,10 @@ class Seam(Protocol):
         """The paths of an accepted body the message was not built from."""
         ...
 
+    def activity(self, body: Any) -> list[str]:
+        """The hosted (server-side) tool calls of an accepted body and their results, one line each."""
+        ...
+
 
 class WireApi(msgspec.Struct, frozen=True):
     """One wire API: everything between the canonical transcript and the bytes, declared once.
@@ -162,7 +169,8 @@ class WireApi(msgspec.Struct, frozen=True):
             reason = self.explained(rejection.reason, body)
             return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **metadata)
         dropped = self.seam.dropped_paths(body, derivation)
-        return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **metadata)
+        hosted = self.seam.activity(body)
+        return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **metadata, hosted=hosted)
 
     def rejected(self, reason: str, body: Any = None) -> Rejected:
         """A rejection that still ledgers the usage ``body`` (what had arrived) reports."""
@@ -269,6 +277,13 @@ def assistant_message(texts: list[str], calls: list[ToolCall], where: str) -> As
     if not calls:
         return AssistantMessage(content=text)
     return AssistantMessage(content=text or None, tool_calls=calls)
+
+
+def refusal(message: AssistantMessage, where: str) -> tuple[AssistantMessage, StopReason]:
+    """A refusal is an answer whose text is what the model said before it declined; it asks for no tools."""
+    if message.tool_calls is not msgspec.UNSET:
+        raise Reject(f"{where}: a refusal that also asks for tool calls")
+    return message, "refusal"
 
 
 def rebuild(items: Any, where: str, piece: Callable[[Any, dict[str, Any], str], list[str] | ToolCall | None]) -> AssistantMessage:

@@ -23,6 +23,7 @@ from tiny_agent.wire.seam import (
     error_text,
     member_object,
     rebuild,
+    refusal,
     require_array,
     require_object,
     require_text,
@@ -63,7 +64,9 @@ class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
         )
 
 
-_KNOWN_BLOCKS: Final = "text, tool_use, thinking, redacted_thinking"
+_SERVER_TOOLS: Final = ("web_search", "web_fetch", "code_execution", "bash_code_execution", "text_editor_code_execution")
+"""The hosted tools a ``server_tool_use`` block may name; each answers with a ``<name>_tool_result`` block."""
+_KNOWN_BLOCKS: Final = "text, tool_use, thinking, redacted_thinking, server_tool_use, mcp_tool_use and their results"
 _KEPT_TEXT: Final = {"type": None, "text": None}
 _KEPT_TOOL_USE: Final = {"type": None, "id": None, "name": None, "input": None}
 _KEPT_USAGE: Final = dict.fromkeys(("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
@@ -73,6 +76,7 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "stop_sequence": "stop",
     "tool_use": "toolUse",
     "max_tokens": "length",
+    "refusal": "refusal",
 }
 
 
@@ -85,6 +89,9 @@ def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
     content = _message_content(body)
     stop_reason = _known_stop_reason(body.get("stop_reason", MISSING))
     message = rebuild(content, "content", _block)
+    _pair_hosted(content)
+    if stop_reason == "refusal":
+        return refusal(message, "content")
     has_calls = message.tool_calls is not UNSET
     if stop_reason == "toolUse" and not has_calls:
         raise Reject("stop_reason tool_use but the message carries no tool_use blocks")
@@ -109,8 +116,6 @@ def _message_content(body: Any) -> list[Any]:
 def _known_stop_reason(value: Any) -> StopReason:
     if type(value) is str and value in _STOP_REASONS:
         return _STOP_REASONS[value]
-    if value == "refusal":
-        raise Reject("stop_reason refusal: the model declined to answer")
     if value == "pause_turn":
         raise Reject("stop_reason pause_turn: the server paused a long-running turn, which tiny-agent does not continue")
     if value is None or value is MISSING:
@@ -130,7 +135,64 @@ def _block(block_type: Any, block: dict[str, Any], where: str) -> list[str] | To
         return ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments))
     if block_type in ("thinking", "redacted_thinking"):
         return None
+    if block_type in ("server_tool_use", "mcp_tool_use"):
+        require_text(block, "id", where)
+        name = require_text(block, "name", where)
+        if block_type == "server_tool_use" and name not in _SERVER_TOOLS:
+            raise Reject(f"{where}.name is {short(name)}, not a server tool the seam knows ({', '.join(_SERVER_TOOLS)})")
+        if block_type == "mcp_tool_use":
+            require_text(block, "server_name", where)
+        require_object(block.get("input", MISSING), f"{where}.input")
+        return None
+    if type(block_type) is str and block_type in _RESULTS:
+        require_text(block, "tool_use_id", where)
+        return None
     raise Reject(f"{where}.type is {describe(block_type)}, not a block the seam knows ({_KNOWN_BLOCKS})")
+
+
+_RESULTS: Final = frozenset([f"{name}_tool_result" for name in _SERVER_TOOLS] + ["mcp_tool_result"])
+
+
+def _pair_hosted(content: list[dict[str, Any]]) -> None:
+    """Each hosted result answers an earlier hosted call of its tool (the calls are the provider's, not ours)."""
+    expected: dict[str, str] = {}
+    for index, block in enumerate(content):
+        if block["type"] in ("server_tool_use", "mcp_tool_use"):
+            expected[block["id"]] = "mcp_tool_result" if block["type"] == "mcp_tool_use" else f"{block['name']}_tool_result"
+        elif block["type"] in _RESULTS and expected.get(block["tool_use_id"]) != block["type"]:
+            call = short(block["tool_use_id"])
+            raise Reject(f"content[{index}] is a {block['type']} without its call (no earlier hosted call {call})")
+
+
+def activity(body: dict[str, Any]) -> list[str]:
+    """Each hosted call with its input, each result in brief, and the requests the provider bills."""
+    lines = []
+    for block in body["content"]:
+        if block["type"] == "server_tool_use":
+            lines.append(f"{block['name']} {short(block['input'])}")
+        elif block["type"] == "mcp_tool_use":
+            lines.append(f"mcp {block['server_name']}.{block['name']} {short(block['input'])}")
+        elif block["type"] in _RESULTS:
+            lines.append(f"  → {block['type']}: {_result(block)}")
+    billed = body.get("usage", {}).get("server_tool_use") if type(body.get("usage")) is dict else None
+    if type(billed) is dict and billed:
+        lines.append("billed by the provider: " + ", ".join(f"{key} {short(count)}" for key, count in billed.items()))
+    return lines
+
+
+def _result(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if block.get("is_error") is True:
+        return "error " + short(content)
+    if type(content) is list:
+        return f"{len(content)} results" if block["type"] != "mcp_tool_result" else short(content)
+    if type(content) is dict and "error_code" in content:
+        return f"error {short(content['error_code'])}"
+    if type(content) is dict and "return_code" in content:
+        return f"return code {short(content['return_code'])}, stdout {short(content.get('stdout'))}"
+    if type(content) is dict and "url" in content:
+        return f"fetched {short(content['url'])}"
+    return short(content)
 
 
 def block_text(block: dict[str, Any], where: str) -> str:

@@ -50,6 +50,8 @@ class _OpenBlock:
         self.kind: BlockKind = "other"
         if block_type == "text" or block_type == "tool_use":
             self.kind = block_type
+        elif block_type == "server_tool_use" or block_type == "mcp_tool_use":
+            self.kind = "tool_use"  # a hosted call's input arrives as a client call's does
         elif block_type == "thinking" or block_type == "redacted_thinking":
             self.kind = "thinking"
         self.pieces: list[str] = []

@@ -14,7 +14,18 @@ from typing import Any, Final, Literal
 import msgspec
 
 from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
-from tiny_agent.wire.seam import MISSING, Reject, answer_object, counter, describe, kind, member_object, short, unkept_paths
+from tiny_agent.wire.seam import (
+    MISSING,
+    Reject,
+    answer_object,
+    counter,
+    describe,
+    kind,
+    member_object,
+    refusal,
+    short,
+    unkept_paths,
+)
 
 CacheSource = Literal["prompt_tokens_details.cached_tokens", "prompt_cache_hit_tokens"]
 
@@ -54,7 +65,20 @@ def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
     """The first choice's message and stop reason, or a Reject naming the first broken rule."""
     choice = _first_choice(body)
     message = _assistant_message(choice.get("message", MISSING))
-    return message, _stop_reason(choice.get("finish_reason"), message)
+    refused = _refusal(choice["message"])
+    finish = choice.get("finish_reason")
+    if refused and finish in (None, "stop", "length"):
+        # The refusal's text follows whatever content came before it: it is the answer.
+        return refusal(AssistantMessage(content=(message.content or "") + refused, tool_calls=message.tool_calls), "choices[0]")
+    return message, _stop_reason(finish, message)
+
+
+def _refusal(message: dict[str, Any]) -> str:
+    """``refusal``: a string or null (absent: none); empty means the model did not refuse."""
+    value = message.get("refusal")
+    if value is not None and type(value) is not str:
+        raise Reject(f"choices[0].message.refusal is {kind(value)} (expected a string or null)")
+    return value or ""
 
 
 def _first_choice(body: Any) -> dict[str, Any]:
@@ -190,7 +214,14 @@ def dropped_paths(body: Any, derivation: ChatUsageDerivation) -> list[str]:
     message = body["choices"][0]["message"]
     calls = message.get("tool_calls")
     kept_message: dict[str, Any] = {"role": None, "content": None}
+    if message.get("refusal"):
+        kept_message["refusal"] = None
     if calls is not None:
         kept_message["tool_calls"] = [_KEPT_CALL] * len(calls)
     shape = {"choices": [{"message": kept_message, "finish_reason": None}], "usage": kept_usage}
     return unkept_paths(body, shape)
+
+
+def activity(body: Any) -> list[str]:
+    """Chat Completions has no hosted tool blocks."""
+    return []

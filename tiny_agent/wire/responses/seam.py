@@ -22,6 +22,7 @@ from tiny_agent.wire.seam import (
     describe,
     member_object,
     rebuild,
+    refusal,
     require_array,
     require_object,
     require_text,
@@ -57,8 +58,17 @@ class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
         )
 
 
-_KNOWN_ITEMS: Final = "message, function_call, reasoning"
-_KEPT_PART: Final = {"type": None, "text": None}
+_HOSTED: Final = {
+    "web_search_call": ("action",),
+    "file_search_call": ("queries", "results"),
+    "mcp_list_tools": ("server_label", "tools"),
+    "mcp_call": ("server_label", "name", "arguments", "output", "error"),
+    "image_generation_call": ("size", "output_format", "result"),
+    "code_interpreter_call": ("code", "outputs"),
+}
+"""Items the provider ran itself (hosted tools), and the members their activity line shows."""
+_KNOWN_ITEMS: Final = f"message, function_call, reasoning, {', '.join(_HOSTED)}"
+_KEPT_PARTS: Final = {"output_text": {"type": None, "text": None}, "refusal": {"type": None, "refusal": None}}
 _KEPT_CALL: Final = {"type": None, "call_id": None, "name": None, "arguments": None}
 _KEPT_USAGE: Final = {"input_tokens": None, "input_tokens_details": {"cached_tokens": None}, "output_tokens": None}
 
@@ -74,6 +84,8 @@ def finish_reason(body: dict[str, Any]) -> Any:
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
     truncated = _truncated(body)
     message = rebuild(body.get("output", MISSING), "output", _item)
+    if any(part["type"] == "refusal" for item in body["output"] if item["type"] == "message" for part in item["content"]):
+        return refusal(message, "output")
     return message, "length" if truncated else ("toolUse" if message.tool_calls is not UNSET else "stop")
 
 
@@ -107,8 +119,10 @@ def _item(item_type: Any, item: dict[str, Any], where: str) -> list[str] | ToolC
         return _message_texts(item, where)
     if item_type == "function_call":
         return _tool_call(item, where)
-    if item_type == "reasoning":
+    if item_type == "reasoning" or (type(item_type) is str and item_type in _HOSTED):
         return None
+    if item_type == "mcp_approval_request":
+        raise Reject(f"{where} asks for approval of an MCP call (mcp_approval_request), which tiny-agent does not give")
     raise Reject(f"{where}.type is {describe(item_type)}, not an item the seam knows ({_KNOWN_ITEMS})")
 
 
@@ -121,13 +135,13 @@ def _message_texts(item: dict[str, Any], where: str) -> list[str]:
         part_where = f"{where}.content[{index}]"
         part = require_object(value, part_where)
         part_type = part.get("type", MISSING)
-        if part_type == "refusal":
-            raise Reject(f"{part_where} is a refusal: the model declined to answer")
-        if part_type != "output_text":
+        if part_type != "output_text" and part_type != "refusal":
             raise Reject(f"{part_where}.type is {describe(part_type)}, not a part the seam knows (output_text, refusal)")
-        text = part.get("text", MISSING)
+        # A refusal part's text is the answer too (the step then stops with `refusal`).
+        member = "text" if part_type == "output_text" else "refusal"
+        text = part.get(member, MISSING)
         if type(text) is not str:
-            raise Reject(f"{part_where}.text is {describe(text)} (expected a string)")
+            raise Reject(f"{part_where}.{member} is {describe(text)} (expected a string)")
         texts.append(text)
     return texts
 
@@ -169,7 +183,27 @@ def dropped_paths(body: dict[str, Any], derivation: object = None) -> list[str]:
 
 def _kept_item(item: dict[str, Any]) -> Any:
     if item["type"] == "message":
-        return {"type": None, "role": None, "content": [_KEPT_PART] * len(item["content"])}
+        return {"type": None, "role": None, "content": [_KEPT_PARTS[part["type"]] for part in item["content"]]}
     if item["type"] == "function_call":
         return _KEPT_CALL
     return DROPPED
+
+
+def activity(body: dict[str, Any]) -> list[str]:
+    """Each hosted item: its type and status, and the members that say what it did (an image by its size only)."""
+    lines = []
+    for item in body["output"]:
+        shown = _HOSTED.get(item["type"])
+        if shown is not None:
+            members = "; ".join(f"{key} {_brief(key, item[key])}" for key in shown if key in item)
+            status = item.get("status")
+            lines.append(f"{item['type']}{f' {status}' if type(status) is str else ''}: {members}")
+    return lines
+
+
+def _brief(key: str, value: Any) -> str:
+    if type(value) is list and key != "queries" and key != "outputs":
+        return f"{len(value)} {key}"
+    if key == "result" and type(value) is str:
+        return f"{len(value) * 3 // 4} bytes of base64 (kept in the raw body)"
+    return short(value)

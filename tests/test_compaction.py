@@ -346,7 +346,7 @@ def test_estimates_start_from_the_providers_count_and_learn_from_context_errors(
     sizing = compaction.Sizing(None)
     assert sizing.tokens(state, 600) == (600 + 408 + 48) // 4, "before any count: characters at four a token"
     sizing.sent = 1000
-    sizing.observe(state, Usage(input=400, output=20, cacheRead=100))
+    sizing.settled(state, Usage(input=400, output=20, cacheRead=100), None)
     assert sizing.chars_per_token == 2.0
     assert sizing.tokens(state, 600) == 520, "the provider's count (prompt and answer) while nothing was added"
     state.transcript.append(UserMessage(content="z" * 92))

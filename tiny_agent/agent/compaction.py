@@ -1,13 +1,5 @@
-"""Compaction as tiny-agent writes it: when to compact, where to cut, what to ask (docs/compaction.md).
-
-A compaction is an operation of its own (session-v2 §9.2, §8.4) with one
-summary request, so it cannot happen inside a run: a run whose context
-outgrows the window ends (``context_full``), the session is compacted, and a
-**continuation run** goes on.  A history that does not fit one summary
-request is compacted in **pieces**: consecutive compactions, each cut at a
-later turn boundary, each summarising the previous summary and the next
-piece.  Sizes are estimates (:class:`Sizing`).  Pure: no I/O.
-"""
+"""Compaction as tiny-agent writes it: when to compact, where to cut (in pieces if need be), what to ask, and the
+estimates it rests on (:class:`Sizing`): docs/compaction.md.  Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -84,15 +76,12 @@ class Cut(msgspec.Struct, frozen=True):
         return self.compacted[-1]
 
 
-def message_chars(message: Message) -> int:
-    chars = len(message.content or "") + 8
-    if isinstance(message, AssistantMessage):
-        chars += sum(len(call.function.name) + len(call.function.arguments) + 16 for call in message.calls)
-    return chars
-
-
 def size(messages: Sequence[Message]) -> int:
-    return sum(message_chars(message) for message in messages)
+    """Characters of ``messages``: contents, and tool calls' names and arguments, with a little for their framing."""
+    calls = (call for message in messages if isinstance(message, AssistantMessage) for call in message.calls)
+    return sum(len(message.content or "") + 8 for message in messages) + sum(
+        len(call.function.name) + len(call.function.arguments) + 16 for call in calls
+    )
 
 
 def estimate_tokens(messages: Sequence[Message], extra_chars: int = 0) -> int:
@@ -119,12 +108,8 @@ def stated_sizes(message: str) -> tuple[int | None, int | None]:
 
 
 class Sizing:
-    """What a command knows of the model's window and tokenizer, for estimates before a request.
-
-    The context's size is the provider's last reported count (prompt and
-    answer) plus the characters added since at the observed characters per
-    token; before any report, every character at four a token.
-    """
+    """What a command knows of the model's window and tokenizer, for estimates before a request (docs/compaction.md,
+    *Sizes*)."""
 
     def __init__(self, window: int | None) -> None:
         self.window = window
@@ -148,21 +133,16 @@ class Sizing:
     def to_chars(self, tokens: int) -> int:
         return int(tokens * self.chars_per_token)
 
-    def observe(self, state: SessionState, usage: Usage) -> None:
-        """The provider counted the request just answered (the answer now ends the active context)."""
-        prompt = usage.prompt_total
-        if prompt and self.sent:
-            self.chars_per_token = _ratio(self.sent, prompt)
-        if prompt:
-            self.reported = (prompt + usage.output, len(state.transcript), len(state.activeContext))
-        self.sent = None
-
     def settled(self, state: SessionState, usage: Usage | None, failure: tuple[str, str] | None) -> None:
-        """What a settled attempt teaches: the provider's count (``usage`` of an answer), or a context-length error's words."""
-        if usage is not None:
-            self.observe(state, usage)
+        """What a settled attempt teaches: the provider's count of the request just answered (``usage`` of an answer,
+        which now ends the active context), or a context-length error's words."""
+        if usage is not None and usage.prompt_total:
+            if self.sent:
+                self.chars_per_token = _ratio(self.sent, usage.prompt_total)
+            self.reported = (usage.prompt_total + usage.output, len(state.transcript), len(state.activeContext))
         elif failure is not None and failure[0] == CONTEXT_LENGTH_EXCEEDED:
             self.learn(failure[1])
+        self.sent = None
 
     def learn(self, failure: str) -> bool:
         """Take the window and the ratio from a context-length error's words; True if either changed."""
@@ -323,7 +303,5 @@ def _elided(message: Message, limit: int) -> Message:
     return ToolMessage(content=content, tool_call_id=message.tool_call_id)
 
 
-def output_options() -> dict[str, object]:
-    """The compaction step's output options (the cut, the summary's cap, the elision and the guidance are not
-    part of its configuration: a crashed compaction resumes under today's flags)."""
-    return {"purpose": "compaction"}
+OUTPUT_OPTIONS: Final = {"purpose": "compaction"}
+"""The compaction step's output options (not the cut, the cap, the elision or the guidance: docs/compaction.md)."""

@@ -148,7 +148,7 @@ class Runtime:
             self.configuration,
             system_prompt=compaction.SUMMARY_PROMPT,
             tools=[],
-            output_options=compaction.output_options(),
+            output_options=dict(compaction.OUTPUT_OPTIONS),
             instructions=[],
             instructions_section="",
         )

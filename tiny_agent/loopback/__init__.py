@@ -1,7 +1,7 @@
 """A scripted server for the three wire APIs on 127.0.0.1, for the demo and for tests (docs/loopback.md).
 
 ``answers`` builds bodies and streams from one neutral answer, ``script`` says how a reply goes on the wire,
-``capture`` and ``validation`` keep and check requests, ``models`` compute replies, ``server`` serves them,
+``capture`` keeps and checks requests, ``models`` compute replies, ``server`` serves them,
 ``demo`` is the demo's script.  The top layer but the CLI: it may import anything below it.
 """
 

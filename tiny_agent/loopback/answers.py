@@ -1,8 +1,5 @@
-"""Whole bodies, event streams and error bodies for the three wire APIs, built from one neutral :class:`Answer`.
-
-A stream and its whole body normalize alike; what each API's stream carries is in docs/loopback.md, "Building
-replies", and the shapes follow /work/shared/wire-apis.md, down to what the seams drop.  Pure: no I/O.
-"""
+"""Whole bodies, event streams and error bodies for the three wire APIs, built from one neutral :class:`Answer` (a
+stream and its whole body normalize alike; docs/loopback.md, *Building replies*).  Pure: no I/O."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The demo's script: a model that reads README.md with the ``read`` tool, then answers.
-
-Its two Chat Completions bodies carry what OpenRouter's do beside the answer (``reasoning``,
-``reasoning_details``, ``refusal``, ``annotations``, ``tool_calls[].index``, ``cost``), so the demo shows the
-seam dropping them.
-"""
+"""The demo's script: a model that reads README.md with the ``read`` tool, then answers; its bodies carry what
+OpenRouter's do beside the answer, so the demo shows the seam dropping them (docs/agent.md, *Commands*)."""
 
 from __future__ import annotations
 

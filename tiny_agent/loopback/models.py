@@ -1,7 +1,4 @@
-"""Scripted models: replies computed from the conversation sent, so any process asking at any point gets the same answer.
-
-docs/loopback.md, "Scripted models".
-"""
+"""Scripted models: replies computed from the conversation sent (docs/loopback.md, *Scripted models*)."""
 
 from __future__ import annotations
 
@@ -16,10 +13,7 @@ from tiny_agent.wire.registry import Api
 
 @dataclass(eq=False)
 class ToolLoopModel:
-    """``turns`` turns of one tool call each (since the last user prompt), then ``final`` as text.
-
-    It declares its API, so the server refuses a request on another route before asking it.
-    """
+    """``turns`` turns of one tool call each (since the last user prompt), then ``final`` as text."""
 
     api: Api
     turns: int

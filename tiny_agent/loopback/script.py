@@ -1,8 +1,5 @@
-"""What the loopback server is told to answer: :class:`Reply`, and the wire plan that puts its body on the socket.
-
-The plan (pieces, pauses, stall, break-off) is a pure function of the reply and its seed, so a test can predict
-every byte (docs/loopback.md, "The script" and "Pieces").  Pure: no I/O.
-"""
+"""What the loopback server is told to answer: :class:`Reply`, and the wire plan that puts its body on the socket, a
+pure function of the reply and its seed (docs/loopback.md, *The script*, *Pieces*).  Pure: no I/O."""
 
 from __future__ import annotations
 

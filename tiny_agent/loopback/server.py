@@ -1,7 +1,5 @@
-"""The loopback server: plain HTTP/1.1 on 127.0.0.1, one thread per connection, the standard library only.
-
-Routes, the script, validation and why streams are chunked: docs/loopback.md.
-"""
+"""The loopback server: plain HTTP/1.1 on 127.0.0.1, one thread per connection, the standard library only
+(docs/loopback.md)."""
 
 from __future__ import annotations
 
@@ -14,10 +12,9 @@ from urllib.parse import urlsplit
 import msgspec
 
 from tiny_agent.loopback.answers import error_body
-from tiny_agent.loopback.capture import RecordedRequest, record
+from tiny_agent.loopback.capture import RecordedRequest, Rule, Violation, record, violation_of
 from tiny_agent.loopback.models import ToolLoopModel
 from tiny_agent.loopback.script import Framing, Model, Reply, Script, Step, wire_plan
-from tiny_agent.loopback.validation import Rule, Violation, violation_of
 from tiny_agent.wire.registry import Api
 
 _PATHS: Final[dict[str, Api]] = {"/chat/completions": "chat", "/messages": "anthropic", "/responses": "responses"}

@@ -1,8 +1,5 @@
-"""The store seam: the :class:`Store` protocol every command uses, how a session is named, and how a store is chosen.
-
-Imports no store: stores register by URL scheme in :data:`STORES` and are imported only when chosen
-(docs/service.md, *Choosing the store*; docs/cli.md, *Naming a session*).
-"""
+"""The store seam: the :class:`Store` protocol every command uses, how a session is named, and how a store is chosen
+(by URL scheme in :data:`STORES`: no store is imported until chosen; docs/service.md, *Choosing the store*)."""
 
 from __future__ import annotations
 

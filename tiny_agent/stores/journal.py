@@ -217,29 +217,19 @@ class CheckedFacts:
 
 def raw_facts(path: Path) -> Iterator[tuple[int, RawFact]]:
     """Every ``raw`` fact of a (valid, v3) journal file with its line number, in order."""
-    for number, line in lines_of(disk.file_chunks(path)):
-        if number == 1 or b'"raw"' not in line:
-            continue
-        yield from ((number, fact) for fact in _raw_facts_in(line))
+    return ((number, fact) for number, facts in facts_of(disk.file_chunks(path)) for fact in facts if type(fact) is RawFact)
 
 
 def find_raw_in(chunks: Iterable[bytes], raw_id: str) -> RawFact | None:
-    """The stored provider response with fact id ``raw_id``."""
+    """The stored provider response with fact id ``raw_id`` (only lines holding the id are decoded)."""
     needle = raw_id.encode()
     for _, line in lines_of(chunks):
-        if needle not in line:
-            continue
-        for fact in _raw_facts_in(line):
-            if fact.id == raw_id:
-                return fact
+        if needle in line:
+            value = msgspec.json.decode(line)
+            for fact in value if isinstance(value, list) else [value]:
+                if fact.get("kind") == "raw" and fact.get("id") == raw_id:
+                    return msgspec.convert(fact, RawFact)
     return None
-
-
-def _raw_facts_in(line: bytes) -> Iterator[RawFact]:
-    value = msgspec.json.decode(line)
-    for fact in value if isinstance(value, list) else [value]:
-        if isinstance(fact, dict) and fact.get("kind") == "raw":
-            yield msgspec.convert(fact, RawFact)
 
 
 def read_journal(path: Path) -> SessionState:

@@ -109,11 +109,8 @@ CSP: Final = (
 
 
 def document(title: str, body: str, *, toolbar: str = "") -> str:
-    """A whole HTML page, redacted; ``title`` is plain text (escaped here), ``body`` and ``toolbar`` are HTML.
-
-    Every page is made here, so no secret the process holds reaches one, in
-    any spelling (HTML-escaped, or JSON-escaped in an embedded body).
-    """
+    """A whole HTML page, redacted (every page is made here, so no secret the process holds reaches one); ``title`` is
+    plain text (escaped here), ``body`` and ``toolbar`` are HTML."""
     bar = f'<div id="toolbar" class="toolbar" hidden>{toolbar}</div>' if toolbar else ""
     page = (
         "<!DOCTYPE html>\n"

@@ -52,10 +52,7 @@ def session_id_of(path: Path) -> str | None:
 
 
 def list_journals(directory: Path) -> list[Path]:
-    """Journals directly in ``directory``, newest first; symbolic links and non-files are skipped.
-
-    A directory that is not there holds none; one that cannot be read is PERMISSION (or IO_ERROR).
-    """
+    """Journals directly in ``directory``, newest first (symbolic links and non-files skipped; none if it is not there)."""
     try:
         entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):

@@ -1,8 +1,5 @@
-"""The file store (the default): each session a journal file ``<UTC time>_<session id>.jsonl`` in a private directory.
-
-Where that directory is, and the rules for what is made there, are in docs/cli.md (*Naming a session*) and
-docs/journal.md; the files themselves are :mod:`~tiny_agent.stores.files.disk`'s.
-"""
+"""The file store (the default): each session a journal file ``<UTC time>_<session id>.jsonl`` in a private directory
+(docs/cli.md, *Naming a session*); the files themselves are :mod:`~tiny_agent.stores.files.disk`'s."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Sessions in PostgreSQL: the same journal, one row per line, behind the :class:`~tiny_agent.stores.base.Store` seam.
-
-Chosen by a ``postgresql://`` URL; only then is psycopg imported.  Statements in ``schema``, connections in
-``database``; docs/service.md says what each guarantee of the file store becomes.
-"""
+"""Sessions in PostgreSQL: the same journal, one row per line, behind the :class:`~tiny_agent.stores.base.Store` seam
+(docs/service.md).  Statements in ``schema``, connections in ``database``."""
 
 from __future__ import annotations
 

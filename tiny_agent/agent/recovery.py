@@ -550,4 +550,7 @@ def _explain_finish(plan: Finish, state: SessionState) -> str:
         return "finish the run as failed: its model step failed"
     if plan.completion is UNSET:
         return "finish the compaction"
+    final = state.entries.get(plan.finalEntryId) if plan.finalEntryId is not UNSET else None
+    if plan.completion == "normal" and final is not None and final.stopReason == "length":
+        return "finish the run as failed: the model's answer was cut off by its token limit"
     return f"finish the run as completed ({plan.completion})"

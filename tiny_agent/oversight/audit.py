@@ -1,15 +1,5 @@
-"""Audit: for every model attempt, what the provider sent, what the seam kept, what it cost, and drift.
-
-The journal holds each response twice: raw (exactly as received) and
-canonical (as the seam accepted it).  The audit puts them side by side,
-re-runs today's seam on every stored body and reports any difference from
-what the journal says was kept — a normalizer change since the session was
-written, or a forged canonical entry.  It also rebuilds, for every attempt,
-the messages the model was shown and gives their digest, so anyone holding
-the journal can prove what the model saw.
-
-Reads a journal the reducer has accepted; pure apart from reading it.
-"""
+"""Audit: for every model attempt, what the provider sent, what the seam kept, what it cost, and drift
+(docs/oversight.md).  Reads a journal the reducer has accepted; pure apart from reading it."""
 
 from __future__ import annotations
 
@@ -186,12 +176,8 @@ class AuditReport(msgspec.Struct):
 
 
 class _Context:
-    """The active context as the journal builds it, with a running digest of its canonical JSON.
-
-    Messages are only ever appended between compactions, so the digest of the
-    array is kept as a hash of ``[m1,m2,…`` that is extended, and copied and
-    closed when an attempt needs it: linear over the whole session.
-    """
+    """The active context as the journal builds it, with a running digest of its canonical JSON (a hash of
+    ``[m1,m2,…`` extended as messages are appended, copied and closed when an attempt needs it)."""
 
     def __init__(self) -> None:
         self.reset([])
@@ -219,11 +205,8 @@ class _Context:
 
 
 def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
-    """Audit the journal at ``path`` (raises CorruptionError if the reducer refuses it).
-
-    ``checkpoint``: the fold of the journal's first lines, from its checked
-    checkpoint; those lines are read for the audit but not folded again.
-    """
+    """Audit the journal at ``path`` (CorruptionError if the reducer refuses it); the lines ``checkpoint`` (a checked
+    checkpoint's fold) covers are read, not folded again."""
     return audit_chunks(filestore.file_chunks(path), str(path), checkpoint)
 
 

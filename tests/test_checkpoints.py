@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -30,7 +31,7 @@ from tiny_agent.errors import CorruptionError, UsageError
 from tiny_agent.fold import Fold, reduce_chunks
 from tiny_agent.fold import snapshot as snapshots
 from tiny_agent.fold.snapshot import SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
-from tiny_agent.journal.state import ToolCallState
+from tiny_agent.journal.state import AppliedEntry, ToolCallState
 from tiny_agent.stores import checkpoints
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
 from tiny_agent.stores.journal import read_journal
@@ -83,11 +84,15 @@ def valid_prefixes(data: bytes) -> list[int]:
 PREFIXES = {name: valid_prefixes(data) for name, data in JOURNALS.items()}
 
 
-def checkpointed(data: bytes, cut: int) -> Fold:
-    """The fold of ``data[:cut]`` after a trip through a snapshot's bytes."""
+def checkpointed(data: bytes, cut: int, lean: bool = False) -> Fold:
+    """The fold of ``data[:cut]`` after a trip through a snapshot's bytes (lean: its older entries left out until asked for)."""
     fold = Fold()
     reduce_chunks((data[:cut],), fold)
-    return restore(decode_snapshot(encode_snapshot(capture(fold))))
+    snapshot = decode_snapshot(encode_snapshot(capture(fold)))
+    if not lean:
+        return restore(snapshot)
+    older, snapshot.entries = snapshot.entries[: snapshot.older], snapshot.entries[snapshot.older :]
+    return restore(snapshot, lambda: older)
 
 
 def bookkeeping(fold: Fold) -> bytes:
@@ -102,14 +107,23 @@ def bookkeeping(fold: Fold) -> bytes:
 # -- the differential ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["whole", "lean"])
 @pytest.mark.parametrize("name", sorted(JOURNALS))
-def test_a_checkpoint_at_any_line_plus_the_rest_is_the_full_fold(name):
+def test_a_checkpoint_at_any_line_plus_the_rest_is_the_full_fold(name, lean):
     data = JOURNALS[name]
     full = Fold()
     expected = outcome(full, data)
     for cut in PREFIXES[name]:
-        resumed = checkpointed(data, cut)
-        assert outcome(resumed, data[cut:]) == expected, f"cut at byte {cut}"
+        resumed = checkpointed(data, cut, lean)
+        if lean and isinstance(expected, bytes):
+            reduce_chunks((data[cut:],), resumed)
+            state, whole = resumed.state, full.state
+            assert len(state.transcript) == len(whole.transcript) and len(state.entries) == len(whole.entries)
+            assert msgspec.json.encode(state.activeContext) == msgspec.json.encode(whole.activeContext)
+            assert state.transcript[-len(state.activeContext) :] == whole.transcript[-len(state.activeContext) :]
+            assert state.to_json_bytes() == expected, f"cut at byte {cut}"
+        else:
+            assert outcome(resumed, data[cut:]) == expected, f"cut at byte {cut}"
         if isinstance(expected, bytes):
             assert bookkeeping(resumed) == bookkeeping(full), f"cut at byte {cut}"
 
@@ -118,13 +132,18 @@ TAILS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthC
 
 
 @TAILS
-@given(name=st.sampled_from(sorted(name for name, cuts in PREFIXES.items() if cuts)), seed=st.integers(0, 2**32), rounds=st.integers(0, 3))
-def test_a_checkpoint_plus_any_appended_tail_is_the_full_fold(name, seed, rounds):
+@given(
+    name=st.sampled_from(sorted(name for name, cuts in PREFIXES.items() if cuts)),
+    seed=st.integers(0, 2**32),
+    rounds=st.integers(0, 3),
+    lean=st.booleans(),
+)
+def test_a_checkpoint_plus_any_appended_tail_is_the_full_fold(name, seed, rounds, lean):
     """Random cut points, random tails (the journal's own rest, mutated: flipped bytes, lost, doubled or torn lines)."""
     data = JOURNALS[name]
     cut = random.Random(seed).choice(PREFIXES[name])
     tail = mutate(data[cut:], seed, rounds) if len(data) > cut else b""
-    assert outcome(checkpointed(data, cut), tail) == outcome(Fold(), data[:cut] + tail)
+    assert outcome(checkpointed(data, cut, lean), tail) == outcome(Fold(), data[:cut] + tail)
 
 
 def test_a_restored_state_shares_each_message_like_a_folded_one():
@@ -196,9 +215,9 @@ class Restores:
         self.count = 0
         real = snapshots.restore
 
-        def counting(snapshot: snapshots.FoldSnapshot) -> Fold:
+        def counting(snapshot: snapshots.FoldSnapshot, older: Callable[[], list[AppliedEntry]] | None = None) -> Fold:
             self.count += 1
-            return real(snapshot)
+            return real(snapshot, older)
 
         monkeypatch.setattr(snapshots, "restore", counting)
 

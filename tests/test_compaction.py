@@ -14,14 +14,18 @@ from typing import Any
 import pytest
 import replies
 from conftest import PROJECT_ROOT, isolated_workspace
+from test_checkpoints import checkpointed, outcome
 from test_replay_cli import call
 
 from tiny_agent.agent import compaction
+from tiny_agent.fold import Fold
+from tiny_agent.fold.snapshot import capture
 from tiny_agent.fold.transcript_rules import transcript_violation
 from tiny_agent.journal.state import IdleOperation
 from tiny_agent.journal.transcript import UserMessage
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.oversight.verify import verify
+from tiny_agent.stores import checkpoints
 from tiny_agent.stores.journal import read_journal
 from tiny_agent.view.model import build_view
 from tiny_agent.view.session_page import session_page
@@ -146,6 +150,22 @@ def test_the_long_session_reads_the_same_through_checkpoints_and_exports_to_v2(c
     assert code == 0, err
     assert exported.read_bytes().startswith(b'{"kind":"header","version":2,')
     assert read_journal(exported).transcript == read_journal(path).transcript
+    # The next turn is written from a lean restore: the messages before the active context stay on disk.
+    asked: list[int] = []
+    monkeypatch.setattr(checkpoints._Older, "__call__", lambda older: asked.append(1) or [])
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", str(1 << 30))
+    with LoopbackServer(model, validate=False) as server:
+        code, out, err = run(capsys, server, "--continue", "--context-window", "3000", prompt="And now?")
+    assert (code, out, asked) == (0, "Finished: the README says what the project does.\n", []), err
+    monkeypatch.undo()
+    # A lean restore at any line of a compacted session, plus the rest, is the full fold.
+    data = path.read_bytes()
+    whole = Fold()
+    expected = outcome(whole, data)
+    assert capture(whole).older > len(whole.state.entries) // 2
+    cuts = [at + 1 for at in range(len(data)) if data[at] == 10]
+    for cut in cuts[:: max(1, len(cuts) // 40)]:
+        assert outcome(checkpointed(data, cut, lean=True), data[cut:]) == expected, f"cut at byte {cut}"
 
 
 def test_a_context_length_error_compacts_and_retries_once(capsys, workspace: Path) -> None:

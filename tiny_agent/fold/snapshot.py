@@ -22,7 +22,7 @@ snapshot.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import msgspec
@@ -30,10 +30,17 @@ import msgspec
 from tiny_agent.fold.books import Books
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.version import PROFILES
-from tiny_agent.journal.state import AppliedEntry, RunOperation, SessionState
+from tiny_agent.journal.state import (
+    AppliedEntry,
+    Elder,
+    PartialEntries,
+    PartialTranscript,
+    RunOperation,
+    SessionState,
+)
 from tiny_agent.journal.transcript import Message
 
-SNAPSHOT_FORMAT: Final = 2
+SNAPSHOT_FORMAT: Final = 3
 """Bumped whenever the stored shape changes (a checkpoint of another format is not read)."""
 
 
@@ -63,6 +70,12 @@ class FoldSnapshot(msgspec.Struct, forbid_unknown_fields=True):
     """Context messages the transcript does not hold (a compaction's summary)."""
     entries: list[AppliedEntry]
     """In order; each holds its message (the transcript is these messages)."""
+    older: int = 0
+    """How many entries come before the active context's first transcript message (a lean restore leaves them on disk)."""
+    older_ids: list[str] = msgspec.field(default_factory=list)
+    """Their IDs (a lean fold still knows which IDs are in use)."""
+    older_messages: int = 0
+    """How many of them are messages."""
 
 
 def capture(fold: Fold) -> FoldSnapshot:
@@ -72,13 +85,19 @@ def capture(fold: Fold) -> FoldSnapshot:
     _check_arguments([call.arguments for call in fold.books.tool_calls.values()])
     state = fold.state
     context, extra = _context_of(state.transcript, state.activeContext)
+    entries = list(state.entries.values())
+    messages = min((at for at in context or [0] if at >= 0), default=len(state.transcript))
+    older = next((entry.position for entry in entries if entry.transcriptIndex >= messages), len(entries))
     return FoldSnapshot(
         format=SNAPSHOT_FORMAT,
         books=fold.books,
         state=msgspec.structs.replace(state, transcript=[], activeContext=[], entries={}),
         context=context,
         context_extra=extra,
-        entries=list(state.entries.values()),
+        entries=entries,
+        older=older,
+        older_ids=[entry.id for entry in entries[:older]],
+        older_messages=messages,
     )
 
 
@@ -108,8 +127,12 @@ def _check_arguments(arguments: list[dict[str, object]]) -> None:
         raise SnapshotRefused("tool arguments do not come back unchanged")
 
 
-def restore(snapshot: FoldSnapshot) -> Fold:
-    """A fold that goes on from the snapshot's last line; raises :class:`SnapshotInvalid`."""
+def restore(snapshot: FoldSnapshot, older: Callable[[], list[AppliedEntry]] | None = None) -> Fold:
+    """A fold that goes on from the snapshot's last line; raises :class:`SnapshotInvalid`.
+
+    Lean, given ``older`` (a snapshot read without its older entries, :attr:`SnapshotReader.lean`): the state
+    holds the entries from the active context on, and ``older`` gives the rest back when something needs them.
+    """
     if snapshot.format != SNAPSHOT_FORMAT:
         raise SnapshotInvalid(f"snapshot format {snapshot.format} (this code reads {SNAPSHOT_FORMAT})")
     profile = PROFILES.get(snapshot.state.version)
@@ -120,8 +143,15 @@ def restore(snapshot: FoldSnapshot) -> Fold:
     state = snapshot.state
     entries = snapshot.entries
     try:
-        state.entries = {entry.id: entry for entry in entries}
-        state.transcript = [entry.message for entry in entries if entry.message is not None]
+        if older is not None and snapshot.older:
+            elder = Elder(older, frozenset(snapshot.older_ids), snapshot.older_messages)
+            state.entries = PartialEntries(elder, ((entry.id, entry) for entry in entries))
+            state.transcript = PartialTranscript(elder, [entry.message for entry in entries if entry.message is not None])
+        else:
+            state.entries = {entry.id: entry for entry in entries}
+            state.transcript = [entry.message for entry in entries if entry.message is not None]
+        if len(state.entries) != len(entries) + (snapshot.older if older is not None else 0):
+            raise IndexError("the entries are not the ones the snapshot counts")
         extra = snapshot.context_extra
         positions = snapshot.context
         state.activeContext = (
@@ -151,11 +181,23 @@ ENTRIES_PER_FRAME: Final = 4096
 
 
 def snapshot_frames(snapshot: FoldSnapshot) -> Iterator[bytes]:
-    """The snapshot's frames: its head, then its entries in slices of :data:`ENTRIES_PER_FRAME`."""
+    """The snapshot's frames: its head, then its older entries, then the rest, in slices of :data:`ENTRIES_PER_FRAME`.
+
+    The older entries end a frame, so a lean reader skips exactly :meth:`SnapshotReader.older_frames` frames.
+    """
     entries = snapshot.entries
     yield msgspec.msgpack.encode(msgspec.structs.replace(snapshot, entries=[]))
-    for start in range(0, len(entries), ENTRIES_PER_FRAME):
-        yield msgspec.msgpack.encode(entries[start : start + ENTRIES_PER_FRAME])
+    for part in (entries[: snapshot.older], entries[snapshot.older :]):
+        for start in range(0, len(part), ENTRIES_PER_FRAME):
+            yield msgspec.msgpack.encode(part[start : start + ENTRIES_PER_FRAME])
+
+
+def decode_entries(frame: bytes | memoryview) -> list[AppliedEntry]:
+    """One frame of entries; raises :class:`SnapshotInvalid`."""
+    try:
+        return _entries_decoder().decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise SnapshotInvalid(f"not a snapshot ({error})") from None
 
 
 class SnapshotReader:
@@ -167,13 +209,18 @@ class SnapshotReader:
 
     def feed(self, frame: bytes | memoryview) -> None:
         """Raises :class:`SnapshotInvalid` for a frame that does not decode."""
+        if self._head is not None:
+            self._entries.extend(decode_entries(frame))
+            return
         try:
-            if self._head is None:
-                self._head = _head_decoder().decode(frame)
-            else:
-                self._entries.extend(_entries_decoder().decode(frame))
+            self._head = _head_decoder().decode(frame)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             raise SnapshotInvalid(f"not a snapshot ({error})") from None
+
+    def older_frames(self) -> int:
+        """After the head: how many frames hold the older entries (a lean reader skips them)."""
+        older = self._head.older if self._head is not None else 0
+        return -(-older // ENTRIES_PER_FRAME)
 
     def snapshot(self) -> FoldSnapshot:
         if self._head is None:

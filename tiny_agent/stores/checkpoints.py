@@ -15,8 +15,12 @@ frame's bytes at a time, never the whole snapshot.  The key says which bytes the
   next line's seal must carry;
 - ``fold``: a digest of the fold's own source (and Python's and msgspec's
   versions): a checkpoint made by other code is not read;
-- ``body``: the CRC-32 of the frames that follow the key (a checkpoint that
-  rotted on disk must not restore into a wrong state).
+- ``body``: how many frames follow the key, each after its length and its
+  CRC-32 (a checkpoint that rotted on disk must not restore into a wrong state).
+
+A lean fold (:meth:`Checkpoints.fold`, for the commands that write the next
+turn) skips the frames of the entries before the active context and reads
+them back only when the state first needs them.
 
 A checkpoint is used only when every check passes.  The journal prefix is
 hashed in full every time (in a thread, while the snapshot is decoded): a
@@ -42,6 +46,7 @@ import os
 import stat
 import sys
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -49,7 +54,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from tiny_agent.errors import UsageError
+from tiny_agent.errors import StorageError, UsageError
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.lines import reduce_chunks
 from tiny_agent.stores.files.disk import CHUNK_SIZE, open_regular
@@ -57,7 +62,7 @@ from tiny_agent.stores.journal import collector_paused, fold_file
 
 if TYPE_CHECKING:
     from tiny_agent.fold.snapshot import SnapshotReader
-    from tiny_agent.journal.state import SessionState
+    from tiny_agent.journal.state import AppliedEntry, SessionState
 
 # tiny_agent.fold.snapshot is imported where a checkpoint is read or written: most folds
 # (small journals, no checkpoint yet) need neither, and a command should not pay to load it.
@@ -92,7 +97,7 @@ class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
     chain: str | None
     """v3: the chain through line ``lines``, which the seal of the next line must carry."""
     body: int
-    """The CRC-32 of the frames after the key line."""
+    """How many frames follow the key line (each carries its own CRC-32)."""
 
 
 class Unusable(Exception):
@@ -115,14 +120,18 @@ class Checkpoints:
         """The reduced state of the journal (raises what :func:`~tiny_agent.stores.journal.read_journal` raises)."""
         return self.fold(journal).state
 
-    def fold(self, journal: Path) -> Fold:
-        """A live fold of the journal's committed lines: from its checkpoint when one checks out, else from line 1."""
+    def fold(self, journal: Path, *, lean: bool = False) -> Fold:
+        """A live fold of the journal's committed lines: from its checkpoint when one checks out, else from line 1.
+
+        ``lean``: restored without the entries before the active context, which come back from the checkpoint
+        when something asks for them (:class:`~tiny_agent.journal.state.Elder`): what writing the next turn needs.
+        """
         where = self.path_for(journal)
         if where is None:
             return fold_file(journal)
         fd = open_regular(journal)
         try:
-            return self._fold(journal, where, fd)
+            return self._fold(journal, where, fd, lean)
         finally:
             os.close(fd)
 
@@ -152,10 +161,10 @@ class Checkpoints:
             return None
         return self.directory / CHECKPOINTS_DIR / (journal.stem + SUFFIX) if inside else None
 
-    def _fold(self, journal: Path, where: Path, fd: int) -> Fold:
+    def _fold(self, journal: Path, where: Path, fd: int, lean: bool) -> Fold:
         size = os.fstat(fd).st_size
         with collector_paused():
-            start = self._resume(journal, where, fd, size)
+            start = self._resume(journal, where, fd, size, lean)
             if start is None:
                 fold = Fold()
                 offset = 0
@@ -169,9 +178,9 @@ class Checkpoints:
 
     # -- using a checkpoint ----------------------------------------------------------------
 
-    def _resume(self, journal: Path, where: Path, fd: int, size: int) -> Resumed | None:
+    def _resume(self, journal: Path, where: Path, fd: int, size: int, lean: bool = False) -> Resumed | None:
         try:
-            return _resumed(where, fd, size)
+            return _resumed(where, fd, size, lean)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -216,7 +225,7 @@ class Resumed(msgspec.Struct):
     """SHA-256 over the journal's first ``offset`` bytes, to extend over the tail."""
 
 
-def _resumed(where: Path, fd: int, size: int) -> Resumed:
+def _resumed(where: Path, fd: int, size: int, lean: bool) -> Resumed:
     """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError."""
     with _open_checkpoint(where) as checkpoint:
         from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, SnapshotReader, restore
@@ -234,13 +243,13 @@ def _resumed(where: Path, fd: int, size: int) -> Resumed:
         hashing = _Hashing(fd, key.length)
         reader = SnapshotReader()
         try:
-            body_digest = _read_frames(checkpoint, body_start, reader)
+            frames, older = _read_frames(checkpoint, body_start, reader, lean)
         finally:
             prefix = hashing.result()
-    if body_digest != key.body:
-        raise Unusable("is corrupt (its body's digest differs)")
+    if frames != key.body:
+        raise Unusable(f"is corrupt (it holds {frames} frames, its key says {key.body})")
     try:
-        fold = restore(reader.snapshot())
+        fold = restore(reader.snapshot(), older)
     except SnapshotInvalid as invalid:
         raise Unusable(f"is corrupt ({invalid})") from None
     if "sha256:" + prefix.hexdigest() != key.prefix:
@@ -374,26 +383,71 @@ def _open_checkpoint(where: Path) -> Iterator[int]:
         os.close(fd)
 
 
-def _read_frames(fd: int, start: int, reader: SnapshotReader) -> int:
-    """Feed the checkpoint's frames to ``reader`` one at a time; their CRC-32."""
+def _read_frames(fd: int, start: int, reader: SnapshotReader, lean: bool) -> tuple[int, _Older | None]:
+    """Feed the checkpoint's frames to ``reader`` one at a time (lean: all but the older entries'); how many there are."""
     from tiny_agent.fold.snapshot import SnapshotInvalid
 
     size = os.fstat(fd).st_size
-    crc = 0
-    position = start
-    while position < size:
-        length_bytes = os.pread(fd, 4, position)
-        length = int.from_bytes(length_bytes, "big")
-        if len(length_bytes) != 4 or length > FRAME_LIMIT or position + 4 + length > size:
-            raise Unusable("is corrupt (a frame runs past its end)")
-        frame = os.pread(fd, length, position + 4)
-        crc = zlib.crc32(frame, zlib.crc32(length_bytes, crc))
-        try:
+    count, position, older = 0, start, None
+    try:
+        while position < size:
+            if count == 1 and lean and (skip := reader.older_frames()):
+                first = position
+                for _ in range(skip):
+                    position = _frame_end(fd, position, size)
+                older = _Older(fd, first, position)
+                count += skip
+                continue
+            frame, position = _frame(fd, position, size)
             reader.feed(frame)
-        except SnapshotInvalid as invalid:
-            raise Unusable(f"is corrupt ({invalid})") from None
-        position += 4 + length
-    return crc
+            count += 1
+    except SnapshotInvalid as invalid:
+        raise Unusable(f"is corrupt ({invalid})") from None
+    return count, older
+
+
+def _frame_end(fd: int, position: int, size: int) -> int:
+    length = int.from_bytes(os.pread(fd, 4, position), "big")
+    if position + 8 + length > size or length > FRAME_LIMIT:
+        raise Unusable("is corrupt (a frame runs past its end)")
+    return position + 8 + length
+
+
+def _frame(fd: int, position: int, size: int) -> tuple[bytes, int]:
+    """The frame at ``position`` (its length, its CRC-32, its bytes), checked; where the next one starts."""
+    end = _frame_end(fd, position, size)
+    crc = os.pread(fd, 4, position + 4)
+    frame = os.pread(fd, end - position - 8, position + 8)
+    if zlib.crc32(frame) != int.from_bytes(crc, "big"):
+        raise Unusable("is corrupt (a frame's CRC-32 differs)")
+    return frame, end
+
+
+class _Older:
+    """A lean restore's older entries, read back from the checkpoint when the state first needs them.
+
+    Holds its own descriptor of the checkpoint (a newer checkpoint replaces the file, never these bytes),
+    closed when the state no longer needs it.
+    """
+
+    def __init__(self, fd: int, start: int, end: int) -> None:
+        self._fd = os.dup(fd)
+        weakref.finalize(self, os.close, self._fd)
+        self._start = start
+        self._end = end
+
+    def __call__(self) -> list[AppliedEntry]:
+        from tiny_agent.fold.snapshot import SnapshotInvalid, decode_entries
+
+        entries: list[AppliedEntry] = []
+        position = self._start
+        try:
+            while position < self._end:
+                frame, position = _frame(self._fd, position, self._end)
+                entries.extend(decode_entries(frame))
+        except (Unusable, SnapshotInvalid, OSError) as error:
+            raise StorageError(f"the checkpoint's older entries cannot be read back ({error})") from None
+        return entries
 
 
 def _write_checkpoint(where: Path, key: CheckpointKey, frames: Iterator[bytes]) -> None:
@@ -405,14 +459,13 @@ def _write_checkpoint(where: Path, key: CheckpointKey, frames: Iterator[bytes]) 
         fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as file:
             file.write(b" " * (KEY_SIZE - 1) + b"\n")
-            crc = 0
+            count = 0
             for frame in frames:
-                length = len(frame).to_bytes(4, "big")
-                crc = zlib.crc32(frame, zlib.crc32(length, crc))
-                file.write(length)
+                file.write(len(frame).to_bytes(4, "big") + zlib.crc32(frame).to_bytes(4, "big"))
                 file.write(frame)
+                count += 1
             file.seek(0)
-            file.write(_key_line(msgspec.structs.replace(key, body=crc)))
+            file.write(_key_line(msgspec.structs.replace(key, body=count)))
         os.replace(staging, where)
     except OSError:
         # A checkpoint is a cache, like the sessions index: a full or read-only directory only costs speed.

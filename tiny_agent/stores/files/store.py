@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -97,7 +98,7 @@ class FileStore:
         from tiny_agent.stores.journal import JournalWriter
 
         path = _path_of(session)
-        folder = self.checkpoints(note).fold if note is not None else None
+        folder = functools.partial(self.checkpoints(note).fold, lean=True) if note is not None else None
         return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
 
     def fold(self, session: Session, note: Note) -> Fold:

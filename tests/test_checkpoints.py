@@ -30,7 +30,7 @@ from test_replay_cli import call as cli
 from tiny_agent.errors import CorruptionError, UsageError
 from tiny_agent.fold import Fold, reduce_chunks
 from tiny_agent.fold import snapshot as snapshots
-from tiny_agent.fold.snapshot import SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
+from tiny_agent.fold.snapshot import Older, SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
 from tiny_agent.journal.state import AppliedEntry, ToolCallState
 from tiny_agent.stores import checkpoints
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
@@ -91,8 +91,9 @@ def checkpointed(data: bytes, cut: int, lean: bool = False) -> Fold:
     snapshot = decode_snapshot(encode_snapshot(capture(fold)))
     if not lean:
         return restore(snapshot)
-    older, snapshot.entries = snapshot.entries[: snapshot.older], snapshot.entries[snapshot.older :]
-    return restore(snapshot, lambda: older)
+    older = (snapshot.older_books, snapshot.older_entries)
+    snapshot.older_books, snapshot.older_entries = None, []
+    return restore(snapshot, lambda: older)  # type: ignore[arg-type,return-value]
 
 
 def bookkeeping(fold: Fold) -> bytes:
@@ -101,6 +102,9 @@ def bookkeeping(fold: Fold) -> bytes:
     # A set's order is no part of the fold (a dict's is: it is kept).
     sets = {name: sorted(getattr(books, name)) for name in ("fact_ids", "outstanding", "operations", "used_pairs")}
     snapshot.books = msgspec.structs.replace(books, **sets)
+    if snapshot.older_books is not None:
+        lists = {name: sorted(getattr(snapshot.older_books, name)) for name in ("fact_ids", "operations", "used_pairs")}
+        snapshot.older_books = msgspec.structs.replace(snapshot.older_books, **lists)
     return encode_snapshot(snapshot)
 
 
@@ -215,7 +219,7 @@ class Restores:
         self.count = 0
         real = snapshots.restore
 
-        def counting(snapshot: snapshots.FoldSnapshot, older: Callable[[], list[AppliedEntry]] | None = None) -> Fold:
+        def counting(snapshot: snapshots.FoldSnapshot, older: Callable[[], tuple[Older, list[AppliedEntry]]] | None = None) -> Fold:
             self.count += 1
             return real(snapshot, older)
 

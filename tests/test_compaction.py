@@ -162,7 +162,7 @@ def test_the_long_session_reads_the_same_through_checkpoints_and_exports_to_v2(c
     data = path.read_bytes()
     whole = Fold()
     expected = outcome(whole, data)
-    assert capture(whole).older > len(whole.state.entries) // 2
+    assert capture(whole).older["entries"] > len(whole.state.entries) // 2
     cuts = [at + 1 for at in range(len(data)) if data[at] == 10]
     for cut in cuts[:: max(1, len(cuts) // 40)]:
         assert outcome(checkpointed(data, cut, lean=True), data[cut:]) == expected, f"cut at byte {cut}"

@@ -22,22 +22,17 @@ snapshot.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from typing import Final
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final
 
 import msgspec
 
-from tiny_agent.fold.books import Books
+from tiny_agent.fold.books import AttemptBook, Books, Flavour
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.version import PROFILES
-from tiny_agent.journal.state import (
-    AppliedEntry,
-    Elder,
-    PartialEntries,
-    PartialTranscript,
-    RunOperation,
-    SessionState,
-)
+from tiny_agent.journal.partial import Elder, PartialDict, PartialSet, PartialTranscript, id_index
+from tiny_agent.journal.state import AppliedEntry, IdleOperation, RunOperation, SessionState, ToolCallState
 from tiny_agent.journal.transcript import Message
 
 SNAPSHOT_FORMAT: Final = 3
@@ -59,9 +54,21 @@ class SnapshotInvalid(Exception):
     """These bytes are not a snapshot this code can restore (the reason is one line)."""
 
 
+class Older(msgspec.Struct, forbid_unknown_fields=True):
+    """The books' older part: what came before the current operation (a lean restore leaves it on disk)."""
+
+    fact_ids: list[str]
+    reserved: dict[str, Flavour]
+    operations: list[str]
+    attempts: dict[str, AttemptBook]
+    tool_calls: dict[str, ToolCallState]
+    used_pairs: list[tuple[str, int]]
+
+
 class FoldSnapshot(msgspec.Struct, forbid_unknown_fields=True):
     format: int
     books: Books
+    """The books' newer part (the rest is :attr:`older_books`)."""
     state: SessionState
     """Every member but the three below, which are stored once in the rest of the snapshot."""
     context: list[int] | None
@@ -69,36 +76,77 @@ class FoldSnapshot(msgspec.Struct, forbid_unknown_fields=True):
     context_extra: list[Message]
     """Context messages the transcript does not hold (a compaction's summary)."""
     entries: list[AppliedEntry]
-    """In order; each holds its message (the transcript is these messages)."""
-    older: int = 0
-    """How many entries come before the active context's first transcript message (a lean restore leaves them on disk)."""
-    older_ids: list[str] = msgspec.field(default_factory=list)
-    """Their IDs (a lean fold still knows which IDs are in use)."""
-    older_messages: int = 0
-    """How many of them are messages."""
+    """The entries from the active context's first transcript message on, in order; each holds its message."""
+    older: dict[str, int]
+    """How many items of each container (:data:`PARTS`) the older part holds."""
+    index: bytes
+    """The older part's IDs (:func:`~tiny_agent.journal.partial.id_index`): a lean fold still knows which are in use."""
+    older_books: Older | None = None
+    """Not in the head: the frame after it."""
+    older_entries: list[AppliedEntry] = msgspec.field(default_factory=list)
+    """Not in the head: the frames after that (the transcript's first ``older["transcript"]`` messages are theirs)."""
+
+
+PARTS: Final = ("entries", "transcript", "fact_ids", "reserved", "operations", "attempts", "tool_calls", "used_pairs")
+"""The containers a lean restore holds in part: the state's two, then the books' (:class:`Older`)."""
+DICTS: Final = frozenset({"reserved", "attempts", "tool_calls"})
 
 
 def capture(fold: Fold) -> FoldSnapshot:
     """The fold as a snapshot, after its last applied line; raises :class:`SnapshotRefused`."""
     if fold.spent or not fold.lines:
         raise SnapshotRefused("the fold is not at a line boundary of an accepted journal")
-    _check_arguments([call.arguments for call in fold.books.tool_calls.values()])
-    state = fold.state
+    state, books = fold.state, fold.books
+    state.load()
+    _check_arguments([call.arguments for call in books.tool_calls.values()])
     context, extra = _context_of(state.transcript, state.activeContext)
     entries = list(state.entries.values())
     messages = min((at for at in context or [0] if at >= 0), default=len(state.transcript))
-    older = next((entry.position for entry in entries if entry.transcriptIndex >= messages), len(entries))
+    cut = next((entry.position for entry in entries if entry.transcriptIndex >= messages), len(entries))
+    operation = state.operation
+    current = None if isinstance(operation, IdleOperation) else operation.operationId
+    reserved = _split(books.reserved, lambda key, _: key == current)
+    attempts = _split(books.attempts, lambda _, book: book.operation_id == current)
+    tool_calls = _split(books.tool_calls, lambda _, call: call.operationId == current)
+    older_ids = {entry.id for entry in entries[:cut]}
+    older = Older(
+        fact_ids=list(books.fact_ids),
+        reserved=reserved[0],
+        operations=[operation for operation in books.operations if operation != current],
+        attempts=attempts[0],
+        tool_calls=tool_calls[0],
+        used_pairs=[pair for pair in books.used_pairs if pair[0] in older_ids],
+    )
+    newer = msgspec.structs.replace(
+        books,
+        fact_ids=set(),
+        reserved=reserved[1],
+        operations=books.operations - set(older.operations),
+        attempts=attempts[1],
+        tool_calls=tool_calls[1],
+        used_pairs=books.used_pairs - set(older.used_pairs),
+    )
+    counts = {name: len(getattr(older, name)) for name in PARTS[2:]} | {"entries": cut, "transcript": messages}
+    keys = (older_ids, older.fact_ids, older.reserved, older.operations, older.attempts, older.tool_calls)
     return FoldSnapshot(
         format=SNAPSHOT_FORMAT,
-        books=fold.books,
+        books=newer,
         state=msgspec.structs.replace(state, transcript=[], activeContext=[], entries={}),
         context=context,
         context_extra=extra,
-        entries=entries,
-        older=older,
-        older_ids=[entry.id for entry in entries[:older]],
-        older_messages=messages,
+        entries=entries[cut:],
+        older=counts,
+        index=id_index(itertools.chain.from_iterable(keys)),
+        older_books=older,
+        older_entries=entries[:cut],
     )
+
+
+def _split(items: dict[str, Any], newer: Callable[[str, Any], bool]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``items`` cut before the first that belongs to the current operation (its order is kept across the two)."""
+    pairs = list(items.items())
+    at = next((position for position, (key, value) in enumerate(pairs) if newer(key, value)), len(pairs))
+    return dict(pairs[:at]), dict(pairs[at:])
 
 
 def _context_of(transcript: list[Message], context: list[Message]) -> tuple[list[int] | None, list[Message]]:
@@ -127,11 +175,12 @@ def _check_arguments(arguments: list[dict[str, object]]) -> None:
         raise SnapshotRefused("tool arguments do not come back unchanged")
 
 
-def restore(snapshot: FoldSnapshot, older: Callable[[], list[AppliedEntry]] | None = None) -> Fold:
+def restore(snapshot: FoldSnapshot, load: Callable[[], tuple[Older, list[AppliedEntry]]] | None = None) -> Fold:
     """A fold that goes on from the snapshot's last line; raises :class:`SnapshotInvalid`.
 
-    Lean, given ``older`` (a snapshot read without its older entries, :attr:`SnapshotReader.lean`): the state
-    holds the entries from the active context on, and ``older`` gives the rest back when something needs them.
+    Lean, given ``load`` (for a snapshot read without its older part, see :meth:`SnapshotReader.older_frames`): the
+    state and books hold their newer part (:mod:`tiny_agent.journal.partial`), and ``load`` reads the older part
+    back when something first needs it.
     """
     if snapshot.format != SNAPSHOT_FORMAT:
         raise SnapshotInvalid(f"snapshot format {snapshot.format} (this code reads {SNAPSHOT_FORMAT})")
@@ -140,18 +189,25 @@ def restore(snapshot: FoldSnapshot, older: Callable[[], list[AppliedEntry]] | No
         raise SnapshotInvalid(f"snapshot of an unknown journal version {snapshot.state.version}")
     fold = Fold()
     fold.adopt(profile)
-    state = snapshot.state
-    entries = snapshot.entries
+    state, books, entries = snapshot.state, snapshot.books, snapshot.entries
     try:
-        if older is not None and snapshot.older:
-            elder = Elder(older, frozenset(snapshot.older_ids), snapshot.older_messages)
-            state.entries = PartialEntries(elder, ((entry.id, entry) for entry in entries))
-            state.transcript = PartialTranscript(elder, [entry.message for entry in entries if entry.message is not None])
+        if load is None:
+            parts = _parts(snapshot.older_books, snapshot.older_entries)
+            if any(len(parts[name]) != snapshot.older.get(name, 0) for name in PARTS):
+                raise IndexError("the older part is not the one the snapshot counts")
+            state.entries = dict(parts["entries"])
+            state.entries.update((entry.id, entry) for entry in entries)
+            state.transcript = parts["transcript"] + [entry.message for entry in entries if entry.message is not None]
+            for name in PARTS[2:]:
+                older, newer = parts[name], getattr(books, name)
+                setattr(books, name, dict(older) | newer if name in DICTS else set(older) | newer)
         else:
-            state.entries = {entry.id: entry for entry in entries}
-            state.transcript = [entry.message for entry in entries if entry.message is not None]
-        if len(state.entries) != len(entries) + (snapshot.older if older is not None else 0):
-            raise IndexError("the entries are not the ones the snapshot counts")
+            elder = Elder(lambda: _parts(*load()), snapshot.index, snapshot.older)
+            state.entries = PartialDict(elder, "entries", ((entry.id, entry) for entry in entries))
+            state.transcript = PartialTranscript(elder, [entry.message for entry in entries if entry.message is not None])
+            for name in PARTS[2:]:
+                part = getattr(books, name)
+                setattr(books, name, PartialDict(elder, name, part.items()) if name in DICTS else PartialSet(elder, name, part))
         extra = snapshot.context_extra
         positions = snapshot.context
         state.activeContext = (
@@ -161,12 +217,26 @@ def restore(snapshot: FoldSnapshot, older: Callable[[], list[AppliedEntry]] | No
         )
         operation = state.operation
         if type(operation) is RunOperation:
-            operation.toolCalls = [snapshot.books.tool_calls[call.toolStartedId] for call in operation.toolCalls]
+            operation.toolCalls = [books.tool_calls[call.toolStartedId] for call in operation.toolCalls]
     except (KeyError, IndexError) as error:
         raise SnapshotInvalid(f"inconsistent snapshot ({type(error).__name__}: {error})") from None
-    fold.books = snapshot.books
+    fold.books = books
     fold.state = state
     return fold
+
+
+def _parts(books: Older | None, entries: list[AppliedEntry]) -> dict[str, list[Any]]:
+    """The older part as each container takes it back (dicts as their items, in order)."""
+    if books is None:
+        raise IndexError("the snapshot has no older part")
+    parts: dict[str, list[Any]] = {name: list(getattr(books, name).items()) for name in ("reserved", "attempts", "tool_calls")}
+    return parts | {
+        "entries": [(entry.id, entry) for entry in entries],
+        "transcript": [entry.message for entry in entries if entry.message is not None],
+        "fact_ids": books.fact_ids,
+        "operations": books.operations,
+        "used_pairs": books.used_pairs,
+    }
 
 
 # -- bytes --------------------------------------------------------------------------------
@@ -181,23 +251,27 @@ ENTRIES_PER_FRAME: Final = 4096
 
 
 def snapshot_frames(snapshot: FoldSnapshot) -> Iterator[bytes]:
-    """The snapshot's frames: its head, then its older entries, then the rest, in slices of :data:`ENTRIES_PER_FRAME`.
+    """The snapshot's frames: its head, the older books, the older entries, then the newer ones.
 
-    The older entries end a frame, so a lean reader skips exactly :meth:`SnapshotReader.older_frames` frames.
+    Entries come :data:`ENTRIES_PER_FRAME` at a time, so a lean reader skips exactly
+    :meth:`SnapshotReader.older_frames` frames after the head.
     """
-    entries = snapshot.entries
-    yield msgspec.msgpack.encode(msgspec.structs.replace(snapshot, entries=[]))
-    for part in (entries[: snapshot.older], entries[snapshot.older :]):
+    yield msgspec.msgpack.encode(msgspec.structs.replace(snapshot, entries=[], older_books=None, older_entries=[]))
+    yield msgspec.msgpack.encode(snapshot.older_books)
+    for part in (snapshot.older_entries, snapshot.entries):
         for start in range(0, len(part), ENTRIES_PER_FRAME):
             yield msgspec.msgpack.encode(part[start : start + ENTRIES_PER_FRAME])
 
 
-def decode_entries(frame: bytes | memoryview) -> list[AppliedEntry]:
-    """One frame of entries; raises :class:`SnapshotInvalid`."""
-    try:
-        return _entries_decoder().decode(frame)
-    except (msgspec.DecodeError, msgspec.ValidationError) as error:
-        raise SnapshotInvalid(f"not a snapshot ({error})") from None
+def decode_older(frames: Iterable[bytes]) -> tuple[Older, list[AppliedEntry]]:
+    """The older part from its frames (:meth:`SnapshotReader.older_frames` of them); raises :class:`SnapshotInvalid`."""
+    reader = SnapshotReader()
+    reader.frames = 1
+    for frame in frames:
+        reader.feed(frame)
+    if reader.older_books is None:
+        raise SnapshotInvalid("no older part")
+    return reader.older_books, reader.older_entries
 
 
 class SnapshotReader:
@@ -205,27 +279,38 @@ class SnapshotReader:
 
     def __init__(self) -> None:
         self._head: FoldSnapshot | None = None
+        self.frames = 0
+        """Frames fed or skipped so far."""
+        self.older_books: Older | None = None
+        self.older_entries: list[AppliedEntry] = []
         self._entries: list[AppliedEntry] = []
 
     def feed(self, frame: bytes | memoryview) -> None:
         """Raises :class:`SnapshotInvalid` for a frame that does not decode."""
-        if self._head is not None:
-            self._entries.extend(decode_entries(frame))
-            return
         try:
-            self._head = _head_decoder().decode(frame)
+            if self.frames == 0:
+                self._head = _decoder(FoldSnapshot).decode(frame)
+            elif self.frames == 1:
+                self.older_books = _decoder(Older).decode(frame)
+            else:
+                entries = _decoder(list[AppliedEntry]).decode(frame)
+                older = self._head is None or self.frames <= self.older_frames()
+                (self.older_entries if older else self._entries).extend(entries)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             raise SnapshotInvalid(f"not a snapshot ({error})") from None
+        self.frames += 1
 
     def older_frames(self) -> int:
-        """After the head: how many frames hold the older entries (a lean reader skips them)."""
-        older = self._head.older if self._head is not None else 0
-        return -(-older // ENTRIES_PER_FRAME)
+        """After the head: how many frames hold the older part (a lean reader skips them)."""
+        older = self._head.older.get("entries", 0) if self._head is not None else 0
+        return 1 - (-older // ENTRIES_PER_FRAME)
 
     def snapshot(self) -> FoldSnapshot:
         if self._head is None:
             raise SnapshotInvalid("no frame at all")
         self._head.entries = self._entries
+        self._head.older_books = self.older_books
+        self._head.older_entries = self.older_entries
         return self._head
 
 
@@ -249,11 +334,6 @@ def decode_snapshot(data: bytes) -> FoldSnapshot:
 
 
 @functools.cache
-def _head_decoder() -> msgspec.msgpack.Decoder[FoldSnapshot]:
+def _decoder(kind: Any) -> msgspec.msgpack.Decoder[Any]:
     """Built on first use: it costs milliseconds that a command which never restores should not pay."""
-    return msgspec.msgpack.Decoder(FoldSnapshot)
-
-
-@functools.cache
-def _entries_decoder() -> msgspec.msgpack.Decoder[list[AppliedEntry]]:
-    return msgspec.msgpack.Decoder(list[AppliedEntry])
+    return msgspec.msgpack.Decoder(kind)

@@ -11,7 +11,7 @@ with it; treat them as read-only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -280,126 +280,10 @@ class SessionState(msgspec.Struct):
 
 
     def load(self) -> None:
-        """Bring back the older messages and entries a lean restore left on disk (see :class:`Elder`); a no-op otherwise."""
+        """Bring back what a lean restore left on disk (:class:`~tiny_agent.journal.partial.Elder`); a no-op otherwise."""
         elder = getattr(self.entries, "elder", None)
         if elder is not None:
             elder.load()
-
-
-class Elder:
-    """The entries before the active context, left on disk by a lean restore (:func:`tiny_agent.fold.snapshot.restore`).
-
-    The state's ``entries`` and ``transcript`` then hold only the newer ones
-    (:class:`PartialEntries`, :class:`PartialTranscript`) and know the older
-    ones' count and IDs; anything that needs an older one (a lookup, an
-    iteration, an encoding) calls :meth:`load` first, which puts them back in
-    place, so every reader sees exactly what a full restore gives.
-    """
-
-    def __init__(self, load: Callable[[], list[AppliedEntry]], ids: frozenset[str], messages: int) -> None:
-        self._load: Callable[[], list[AppliedEntry]] | None = load
-        self.ids = ids
-        self.messages = messages
-        """How many of them are messages (the transcript's older part)."""
-        self.entries: PartialEntries | None = None
-        self.transcript: PartialTranscript | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return self._load is None
-
-    def load(self) -> None:
-        if self._load is None or self.entries is None or self.transcript is None:
-            return
-        older = self._load()
-        if len(older) != len(self.ids) or any(entry.id not in self.ids for entry in older):
-            raise ValueError("the older entries read back are not the ones the snapshot named")
-        self._load = None
-        newer = list(dict.items(self.entries))
-        dict.clear(self.entries)
-        dict.update(self.entries, ((entry.id, entry) for entry in older))
-        dict.update(self.entries, newer)
-        list.__setitem__(self.transcript, slice(0, 0), [entry.message for entry in older if entry.message is not None])
-        self.ids = frozenset()
-        self.messages = 0
-
-
-class PartialEntries(dict[str, AppliedEntry]):
-    """``state.entries`` after a lean restore: the newer entries, and the older ones' IDs until :meth:`Elder.load`."""
-
-    def __init__(self, elder: Elder, newer: Iterable[tuple[str, AppliedEntry]]) -> None:
-        super().__init__(newer)
-        self.elder = elder
-        elder.entries = self
-
-    def __len__(self) -> int:
-        return dict.__len__(self) + len(self.elder.ids)
-
-    def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or key in self.elder.ids
-
-    def __getitem__(self, key: str) -> AppliedEntry:
-        if key in self.elder.ids:
-            self.elder.load()
-        return dict.__getitem__(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in self.elder.ids:
-            self.elder.load()
-        return dict.get(self, key, default)
-
-
-class PartialTranscript(list[Message]):
-    """``state.transcript`` after a lean restore: the newer messages at their own indexes, the older ones on demand."""
-
-    def __init__(self, elder: Elder, newer: Iterable[Message]) -> None:
-        super().__init__(newer)
-        self.elder = elder
-        elder.transcript = self
-
-    def __len__(self) -> int:
-        return list.__len__(self) + self.elder.messages
-
-    def __getitem__(self, key: Any) -> Any:
-        older = self.elder.messages
-        if older:
-            if type(key) is int:
-                at = key + len(self) if key < 0 else key
-                if at >= older:
-                    return list.__getitem__(self, at - older)
-            elif type(key) is slice:
-                start, stop, step = key.indices(len(self))
-                if step == 1 and start >= older:
-                    return list.__getitem__(self, slice(start - older, max(stop - older, 0)))
-            self.elder.load()
-        return list.__getitem__(self, key)
-
-    def __reversed__(self) -> Iterator[Message]:
-        newer = list(list.__iter__(self))
-        yield from reversed(newer)
-        if not self.elder.loaded:
-            self.elder.load()
-            yield from reversed(list.__getitem__(self, slice(0, list.__len__(self) - len(newer))))
-
-
-def _loading(base: type, name: str) -> Any:
-    method = getattr(base, name)
-
-    def loading(self: Any, *args: Any, **kwargs: Any) -> Any:
-        self.elder.load()
-        return method(self, *args, **kwargs)
-
-    return loading
-
-
-for _name in ("__iter__", "__reversed__", "__eq__", "__ne__", "__repr__", "__delitem__", "keys", "values", "items"):
-    setattr(PartialEntries, _name, _loading(dict, _name))
-for _name in ("pop", "popitem", "setdefault", "copy"):
-    setattr(PartialEntries, _name, _loading(dict, _name))
-for _name in ("__iter__", "__eq__", "__ne__", "__repr__", "__contains__", "__setitem__", "__delitem__", "__add__"):
-    setattr(PartialTranscript, _name, _loading(list, _name))
-for _name in ("index", "count", "copy", "insert", "pop", "remove", "sort", "reverse"):
-    setattr(PartialTranscript, _name, _loading(list, _name))
 
 
 def json_array_pieces(items: Sequence[object], batch: int) -> Iterator[bytes]:

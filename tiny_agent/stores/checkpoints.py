@@ -61,7 +61,7 @@ from tiny_agent.stores.files.disk import CHUNK_SIZE, open_regular
 from tiny_agent.stores.journal import collector_paused, fold_file
 
 if TYPE_CHECKING:
-    from tiny_agent.fold.snapshot import SnapshotReader
+    from tiny_agent.fold.snapshot import Older, SnapshotReader
     from tiny_agent.journal.state import AppliedEntry, SessionState
 
 # tiny_agent.fold.snapshot is imported where a checkpoint is read or written: most folds
@@ -391,12 +391,12 @@ def _read_frames(fd: int, start: int, reader: SnapshotReader, lean: bool) -> tup
     count, position, older = 0, start, None
     try:
         while position < size:
-            if count == 1 and lean and (skip := reader.older_frames()):
+            if count == 1 and lean:
                 first = position
-                for _ in range(skip):
+                for _ in range(reader.older_frames()):
                     position = _frame_end(fd, position, size)
                 older = _Older(fd, first, position)
-                count += skip
+                count = reader.frames = 1 + reader.older_frames()
                 continue
             frame, position = _frame(fd, position, size)
             reader.feed(frame)
@@ -424,7 +424,7 @@ def _frame(fd: int, position: int, size: int) -> tuple[bytes, int]:
 
 
 class _Older:
-    """A lean restore's older entries, read back from the checkpoint when the state first needs them.
+    """A lean restore's older part, read back from the checkpoint when the fold first needs it.
 
     Holds its own descriptor of the checkpoint (a newer checkpoint replaces the file, never these bytes),
     closed when the state no longer needs it.
@@ -436,18 +436,19 @@ class _Older:
         self._start = start
         self._end = end
 
-    def __call__(self) -> list[AppliedEntry]:
-        from tiny_agent.fold.snapshot import SnapshotInvalid, decode_entries
+    def __call__(self) -> tuple[Older, list[AppliedEntry]]:
+        from tiny_agent.fold.snapshot import SnapshotInvalid, decode_older
 
-        entries: list[AppliedEntry] = []
-        position = self._start
         try:
-            while position < self._end:
-                frame, position = _frame(self._fd, position, self._end)
-                entries.extend(decode_entries(frame))
+            return decode_older(self._frames())
         except (Unusable, SnapshotInvalid, OSError) as error:
-            raise StorageError(f"the checkpoint's older entries cannot be read back ({error})") from None
-        return entries
+            raise StorageError(f"the checkpoint's older part cannot be read back ({error})") from None
+
+    def _frames(self) -> Iterator[bytes]:
+        position = self._start
+        while position < self._end:
+            frame, position = _frame(self._fd, position, self._end)
+            yield frame
 
 
 def _write_checkpoint(where: Path, key: CheckpointKey, frames: Iterator[bytes]) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import time
+import contextlib
+import threading
 
 from tiny_agent.loopback.demo import demo_script
 from tiny_agent.loopback.server import LoopbackServer
@@ -15,11 +16,8 @@ def main() -> None:
     args = parser.parse_args()
     with LoopbackServer(demo_script() * 50, port=args.port) as server:
         print(f"serving {server.base_url}/chat/completions (Ctrl-C to stop)", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            return
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
 
 
 if __name__ == "__main__":

@@ -65,8 +65,7 @@ class LoopbackServer:
 
     def url(self, api: Api) -> str:
         """The full URL of an API's route."""
-        path = next(path for path, route_api in ROUTES.items() if route_api == api and path.startswith("/v1/"))
-        return f"http://127.0.0.1:{self.port}{path}"
+        return self.base_url + next(path for path, route_api in _PATHS.items() if route_api == api)
 
     def sent_to(self, request: int) -> SentReply | None:
         """What was sent in answer to ``server.requests[request]`` (None: nothing yet, e.g. still delaying)."""

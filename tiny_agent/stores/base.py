@@ -81,10 +81,8 @@ class Store(Protocol):
     def create_from(
         self, session_id: str, created: int, lines: Iterable[bytes], durability: Durability, label: str
     ) -> Session:
-        """A new session holding exactly ``lines`` (header first, no LFs), all or nothing; FileExistsError if it is there.
-
-        For ``upgrade``, ``fork`` and ``import``; ``label`` names the failpoint ``before-link:<label>``.
-        """
+        """A new session holding exactly ``lines`` (header first, no LFs), all or nothing; FileExistsError if it is there
+        (``label`` names the failpoint ``before-link:<label>``)."""
         ...
 
     def chunks(self, session: Session) -> Iterator[bytes]: ...
@@ -175,10 +173,8 @@ def tail_of(session_id: str) -> str:
 
 
 def shortest_handles(session_ids: list[str], minimum: int = HANDLE_MIN) -> dict[str, str]:
-    """Git-style shortest unique prefixes of the ids' tails, at least ``minimum`` and at most 8 digits.
-
-    Sorted, each tail is next to those it shares the longest prefix with; two alike in all 8 digits both get 8.
-    """
+    """Git-style shortest unique prefixes of the ids' tails, at least ``minimum`` and at most 8 digits (sorted, each tail
+    is next to those it shares the longest prefix with)."""
     tails = sorted((tail_of(session_id), session_id) for session_id in session_ids)
     handles: dict[str, str] = {}
     for position, (tail, session_id) in enumerate(tails):

@@ -184,10 +184,8 @@ def facts_of(chunks: Iterable[bytes]) -> Iterator[tuple[int, list[Fact]]]:
 
 class CheckedFacts:
     """One read of a journal for the reducer and a reader of its facts: ``(line number, typed facts)`` of a transaction
-    only once the fold accepted its line (a refused journal raises CorruptionError first); then :meth:`finish`.
-
-    ``fold`` may already hold the journal's first lines (a checkpoint's): those are only read, not folded again.
-    """
+    only once the fold accepted its line, then :meth:`finish`; lines ``fold`` already holds (a checkpoint's) are not
+    folded again."""
 
     def __init__(self, chunks: Iterable[bytes], fold: Fold | None = None) -> None:
         self._chunks = chunks

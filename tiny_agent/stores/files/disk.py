@@ -270,11 +270,8 @@ def _locked(path: Path, mode: int, before: Callable[[], None]) -> tuple[int, Wri
 
 
 def publish_file(path: Path, chunks: Iterable[bytes], fsync: bool, label: str) -> None:
-    """Make ``path`` (0600) appear holding ``chunks`` complete, or not at all; never over a file (FileExistsError).
-
-    Written to a hidden ``.<name>.<pid>.new`` linked into place once complete: nothing appears if ``chunks`` raises (a
-    copy that would not be a valid journal), and a crash (failpoint ``before-link:<label>``) leaves only that file.
-    """
+    """Make ``path`` (0600) appear holding ``chunks`` complete, or not at all (nothing if ``chunks`` raises); never over
+    a file (FileExistsError).  A crash (failpoint ``before-link:<label>``) leaves only the hidden staging file."""
     staging = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:

@@ -147,10 +147,8 @@ def holder_words(application: str, backend: int) -> str:
 
 
 def safe_store_url(url: str) -> str:
-    """The URL without its user's password, nor a ``password`` or secret-looking query parameter: what messages may show.
-
-    A URL whose host or port cannot be read is a CONFIG error that shows only its scheme (it may hold a password).
-    """
+    """The URL without its user's password, nor a ``password`` or secret-looking query parameter: what messages may show
+    (an unreadable host or port is a CONFIG error that shows only the scheme)."""
     try:
         parts = urlsplit(url)
         _ = parts.port  # reading it checks it

@@ -167,11 +167,8 @@ class PgStore(Database):
         return entries
 
     def _indexed(self, extra: str, cwd: str | None, limit: int | None) -> list[tuple[Summary, str, tuple[Any, ...]]]:
-        """Index rows newest first (made in ``cwd``, at most ``limit``): each one's summary, handle and columns.
-
-        A session whose rows the index row no longer vouches for (:data:`~tiny_agent.stores.postgres.schema.VOUCHED`)
-        is folded from its rows: listed as it is then, or ``corrupt`` with the reducer's error, as a changed file is.
-        """
+        """Index rows newest first (made in ``cwd``, at most ``limit``): each one's summary, handle and columns; a session
+        the index row no longer vouches for (``schema.VOUCHED``) is folded from its rows, as a changed file is."""
         columns = f"{pgschema.LISTED_COLUMNS}, {pgschema.NEIGHBOURS}, {pgschema.VOUCHED}{extra}"
         statement = f"SELECT {columns} FROM tiny_agent_sessions s"
         statement += (" WHERE s.cwd = %s" if cwd is not None else "") + " ORDER BY s.created_at DESC, s.id DESC"

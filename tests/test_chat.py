@@ -103,6 +103,7 @@ def test_chat_runs_each_line_and_answers_slash_commands(home: Path) -> None:
         terminal.read_until(b"cache hit rate")
         terminal.type("/tools\n")
         terminal.read_until(b"read ")
+        terminal.read_until(b"bash is not offered (start chat with --allow-bash)")
         terminal.type("/replay\n")
         terminal.read_until(b"#5 tool read")
         terminal.read_until(b"It is an example.\r\n\xe2\x80\xba ")
@@ -115,16 +116,21 @@ def test_chat_runs_each_line_and_answers_slash_commands(home: Path) -> None:
     assert (home / "state" / "tiny-agent" / "chat_history").read_text().count("hi") >= 1
 
 
+def _ask_and_wait(terminal: Terminal, server: LoopbackServer) -> None:
+    """Type a prompt at the chat's prompt and wait until the server has the request."""
+    terminal.read_until("› ".encode())
+    terminal.type("take your time\n")
+    deadline = time.monotonic() + 60
+    while server.request_count == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
     slow = Reply(body=replies.answer("too late").body, delay=30)
     with LoopbackServer([slow, replies.answer("Still here.")]) as server:
         args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
         terminal = Terminal(args, home / "work", _env(home))
-        terminal.read_until("› ".encode())
-        terminal.type("take your time\n")
-        deadline = time.monotonic() + 60
-        while server.request_count == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _ask_and_wait(terminal, server)
         terminal.type("\x03")
         terminal.read_until(b"aborted")
         terminal.read_until("› ".encode())
@@ -136,6 +142,19 @@ def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
     text = journal.read_text()
     assert '"outcome":"aborted"' in text
     assert '"outcome":"completed"' in text
+
+
+def test_sigterm_during_a_run_aborts_it_and_ends_the_chat_143(home: Path) -> None:
+    slow = Reply(body=replies.answer("too late").body, delay=30)
+    with LoopbackServer([slow]) as server:
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
+        terminal = Terminal(args, home / "work", _env(home))
+        _ask_and_wait(terminal, server)
+        terminal.process.terminate()
+        assert terminal.close() == 143, terminal.seen.decode(errors="replace")
+    assert ABORT_NOTICE.search(terminal.seen) and b"TERMINATED: the run was aborted and the chat ends" in terminal.seen
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    assert '"outcome":"aborted"' in journal.read_text()
 
 
 ABORT_NOTICE = re.compile(rb"(\n|\r\x1b\[K)\xc2\xb7 abort requested")

@@ -173,3 +173,8 @@ def test_resume_after_an_abort_says_how_to_go_on(tmp_path: Path, workspace: Path
     assert "the last run of" in done.stdout and "was aborted" in done.stdout
     assert f"`tiny-agent run PROMPT --session {handle}`" in done.stdout
     assert f"`tiny-agent chat --session {handle}`" in done.stdout
+    planned = subprocess.run(
+        [sys.executable, "-m", "tiny_agent", "resume", handle, "--dry-run"], cwd=workspace, env=env, capture_output=True, text=True,
+        timeout=60,
+    )
+    assert planned.returncode == 0 and f"the last run of session {handle} was aborted" in planned.stdout, planned

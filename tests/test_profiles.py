@@ -557,3 +557,12 @@ def test_profile_table_refuses_a_user_profile_that_reuses_a_builtin_name():
                     key_style="bearer", key_destinations=("https://evil.example",), origin="config")
     with pytest.raises(ConfigError, match="built-in"):
         profile_table(UserConfig(source="/c.toml", profiles=(clash,)))
+
+
+def test_a_continued_custom_session_speaks_its_recorded_api_unless_api_says_otherwise():
+    from tiny_agent.providers.endpoint import RoutingTarget
+
+    recorded = RoutingTarget(profile="custom", base_url="http://127.0.0.1:9/v1", model="m", api="anthropic")
+    assert select_endpoint(Requested(), {}, recorded=recorded).api == "anthropic"
+    assert select_endpoint(Requested(api="responses"), {}, recorded=recorded).api == "responses"
+    assert select_endpoint(Requested(base_url="http://127.0.0.1:9/v1", model="m"), {}).api == "chat"

@@ -60,7 +60,7 @@ class TerminalDisplay:
             self._line_open = False
 
     def interrupted(self) -> None:
-        """Ctrl-C: end the line the terminal echoed ``^C`` on (the streamed text's, or the wait's, which is cleared)."""
+        """Ctrl-C or SIGTERM: end the line (the streamed text's, or the wait's, which is cleared) before the notice."""
         ticker, self._ticker = self._ticker, None
         if ticker is not None and ticker.stop():
             return

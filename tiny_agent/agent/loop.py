@@ -513,8 +513,8 @@ class Driver:
             return
         self.stopped_by = "terminate" if signum == signal.SIGTERM else "interrupt"
         display = self.runtime.display
-        if display is not None and self.stopped_by == "interrupt":
-            display.interrupted()  # the notice starts a line of its own, not after the streamed text and the ^C
+        if display is not None:
+            display.interrupted()  # the notice starts a line of its own, not after the streamed text (and the ^C)
         self._request_abort()
         raise KeyboardInterrupt
 

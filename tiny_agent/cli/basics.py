@@ -76,6 +76,12 @@ class Found:
     def handle(self) -> str:
         return handle_of(self.store, self.session.id, self.session.path)
 
+    @property
+    def named(self) -> str:
+        """How a command line names this session: its handle in its store, else its journal's path."""
+        path = self.session.path
+        return self.handle if path is None or _in_store(self.store, path) else str(path)
+
     def size(self) -> int:
         try:
             return self.store.size(self.session)
@@ -83,14 +89,19 @@ class Found:
             raise os_error(error, self.name) from None
 
 
+def _in_store(store: Store, path: Path) -> bool:
+    from tiny_agent.stores.files.store import FileStore
+
+    return isinstance(store, FileStore) and path.parent.resolve() == store.directory.resolve()
+
+
 def handle_of(store: Store, session_id: str, path: Path | None) -> str:
     """A session's handle: the shortest unique prefix (4 to 8 hex digits) of its id's last group among the
     sessions of its store, or, for a journal file outside the store, among the journals of its directory."""
     from tiny_agent.stores.base import shortest_handles
     from tiny_agent.stores.files.disk import list_journals, session_id_of
-    from tiny_agent.stores.files.store import FileStore
 
-    if path is None or (isinstance(store, FileStore) and path.parent.resolve() == store.directory.resolve()):
+    if path is None or _in_store(store, path):
         return store.handle(session_id)
     try:
         ids = {session_id_of(journal) for journal in list_journals(path.parent)} | {session_id}

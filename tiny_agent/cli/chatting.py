@@ -99,6 +99,10 @@ class _Chat:
             progress("the model declined to answer (a refusal; you can go on)")
         elif result.status == "failed":
             progress(f"the run failed: {result.reason}")
+        elif result.status == "aborted" and result.stopped_by == "terminate":
+            from tiny_agent.errors import Terminated
+
+            raise Terminated(f"the run was aborted and the chat ends; the journal records it cleanly (session {self.handle})")
         elif result.status == "aborted":
             progress("the run was aborted; the journal records it (you can go on)")
         elif result.status == "blocked":
@@ -165,8 +169,8 @@ class _Chat:
         for spec in self.runtime.toolbox.specs():
             sys.stdout.write(f"{spec.name:<6} {spec.description} (replay: {spec.replay})\n")
         mode = self.runtime.toolbox.sandbox_mode
-        if mode is not None:
-            sys.stdout.write(f"bash runs {'inside bubblewrap' if mode == 'bubblewrap' else 'unconfined'}\n")
+        confined = {None: "is not offered (start chat with --allow-bash)", "bubblewrap": "runs inside bubblewrap"}
+        sys.stdout.write(f"bash {confined.get(mode, 'runs unconfined')}\n")
 
     def replay(self, rest: str) -> None:
         from tiny_agent.oversight.render import transcript_lines

@@ -309,7 +309,7 @@ class Sessions(Command):
 
 
 class Providers(Command):
-    """List the provider profiles: API, base URL, key variable, and whether that key is set (never the key)."""
+    """List the provider profiles: API, base URL, default model, key variable, and whether that key is set (never the key)."""
 
     body = "looking.providers"
     as_json: Json = False

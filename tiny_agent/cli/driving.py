@@ -330,19 +330,22 @@ def resume(args: Resume) -> None:
 
 def _say_nothing_to_do(as_json: bool, writer: JournalWriter, store: Store) -> None:
     """An idle session: nothing to finish; after an abort, how to go on (``resume`` does not answer the prompt again)."""
-    path, last = writer.path, writer.state.lastOutcome
     if as_json:
-        print_json({"path": str(path), "outcome": "idle", "actions": 0})
-    elif last is not None and last.kind == "run" and last.outcome == "aborted":
-        handle = writer_handle(writer, store)
-        sys.stdout.write(
-            f"nothing to resume: the last run of {path} was aborted (Ctrl-C, SIGTERM or resume --abort), "
-            f"as its journal records, and its prompt stays unanswered\n"
-            f"go on with `tiny-agent run PROMPT --session {handle}` or `tiny-agent chat --session {handle}` "
-            f"(or --continue in the directory it was made in)\n"
-        )
+        print_json({"path": str(writer.path), "outcome": "idle", "actions": 0})
     else:
-        sys.stdout.write(f"nothing to do: {path} is idle (no open run)\n")
+        sys.stdout.write(_idle_words(writer.state, writer_handle(writer, store)) + "\n")
+
+
+def _idle_words(state: SessionState, handle: str) -> str:
+    last = state.lastOutcome
+    if last is None or last.kind != "run" or last.outcome != "aborted":
+        return f"nothing to do: session {handle} is idle (no open run)"
+    return (
+        f"nothing to resume: the last run of session {handle} was aborted (Ctrl-C, SIGTERM or resume --abort), "
+        f"as its journal records, and its prompt stays unanswered\n"
+        f"go on with `tiny-agent run PROMPT --session {handle}` or `tiny-agent chat --session {handle}` "
+        f"(or --continue in the directory it was made in)"
+    )
 
 
 def _plan_only(found: Found, current_config: str | None, options: Drive, as_json: bool) -> None:
@@ -372,7 +375,7 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
         if as_json:
             print_json(IDLE_FINISH)
         else:
-            sys.stdout.write(f"next: {explain(IDLE_FINISH, state)}\n")
+            sys.stdout.write(f"next: {_idle_words(state, found.named)}\n")
         return
     if current_config is not None:
         try:

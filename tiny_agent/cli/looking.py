@@ -112,7 +112,7 @@ def print_found(state: SessionState, session: Found, *, full: bool = False) -> N
     out = sys.stdout
     for line in transcript_lines(state, full=full, compactions=_compactions(state, session)):
         out.write(line + "\n")
-    for line in footer_lines(state, size):
+    for line in footer_lines(state, size, session.named):
         out.write(line + "\n")
 
 

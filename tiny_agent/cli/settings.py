@@ -148,13 +148,16 @@ def recorded_options(state: SessionState | None) -> SentOptions | None:
 
 def recorded_target(state: SessionState) -> RoutingTarget | None:
     """The profile, base URL and model the session last used (its newest configuration snapshot)."""
+    import msgspec
+
     from tiny_agent.providers.endpoint import RoutingTarget, parse_routing_identity
     from tiny_agent.providers.profiles import BUILTIN_PROFILES
+    from tiny_agent.wire.registry import parse_adapter_identity
 
     snapshot = state.lastSnapshot
     target = parse_routing_identity(snapshot.routingIdentity) if snapshot is not None else None
-    if target is not None:
-        return target
+    if snapshot is not None and target is not None:
+        return msgspec.structs.replace(target, api=parse_adapter_identity(snapshot.adapterIdentity).api)
     # Sessions written before routing identities named their profile: the header's provider, when
     # it is a built-in profile with a fixed base URL, and the header's model.
     header = state.header

@@ -312,7 +312,7 @@ class _ConformanceShape(msgspec.Struct, gc=False):
 _encode = msgspec.json.Encoder().encode
 
 
-def outcome_summary(state: SessionState) -> str | None:
+def outcome_summary(state: SessionState, name: str | None = None) -> str | None:
     """How the newest finished operation ended, in words: completed, cut off, failed (why), aborted, step limit."""
     last = state.lastOutcome
     if last is None:
@@ -328,7 +328,7 @@ def outcome_summary(state: SessionState) -> str | None:
         return "completed" if refused_writes is None else f"completed, but {refused_writes}"
     if last.outcome == "aborted":
         return "aborted (Ctrl-C, SIGTERM or resume --abort); the journal records it cleanly"
-    return _failure_summary(state, last.errorCode, last.errorMessage)
+    return _failure_summary(state, last.errorCode, last.errorMessage, name or state.header.id)
 
 
 def refused(last: FinishedOperation | None, state: SessionState) -> bool:
@@ -355,7 +355,7 @@ def refusal_note(state: SessionState) -> str | None:
     return f"{count} not approved: {reasons[-1]}"
 
 
-def _failure_summary(state: SessionState, code: str | None, message: str | None) -> str:
+def _failure_summary(state: SessionState, code: str | None, message: str | None, name: str) -> str:
     if code == "length_without_calls":
         return "cut off: the last answer was cut off by the model's token limit (shown above; raise --max-tokens)"
     if code == "step_limit":
@@ -363,7 +363,7 @@ def _failure_summary(state: SessionState, code: str | None, message: str | None)
     failure = state.lastStepFailure
     if failure is None:
         return f"failed: {code}: {message}"
-    more = f"`tiny-agent audit {state.header.id}` shows the raw response"
+    more = f"`tiny-agent audit {name}` shows the raw response"
     return f"failed: {failure.code}: {_clip(failure.message, 160)} ({more})"
 
 

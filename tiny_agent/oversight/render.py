@@ -120,7 +120,8 @@ def counted(number: int, noun: str) -> str:
     return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
-def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
+def footer_lines(state: SessionState, file_size: int, name: str | None = None) -> Iterator[str]:
+    """The replay's footer; ``name`` is how commands it suggests name the session (default: its id)."""
     yield ""
     yield "─" * 60
     messages = counted(len(state.transcript), "message")
@@ -130,7 +131,7 @@ def footer_lines(state: SessionState, file_size: int) -> Iterator[str]:
     git = state.lastSnapshot.git if state.lastSnapshot is not None else UNSET
     if git is not UNSET:
         yield f"git: {git_summary(git.commit, git.dirty)} (at the newest model request)"
-    outcome = outcome_summary(state)
+    outcome = outcome_summary(state, name)
     if outcome is not None:
         yield f"last run: {outcome}"
     if state.version >= 3:

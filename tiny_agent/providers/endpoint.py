@@ -99,6 +99,8 @@ class RoutingTarget(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     profile: str
     base_url: str
     model: str
+    api: Api | None = None
+    """The API the session spoke (its ``adapterIdentity``'s): what ``custom`` speaks again unless ``--api`` says otherwise."""
 
 
 def routing_identity(profile_name: str, base_url: str, model: str) -> str:

@@ -97,7 +97,7 @@ def select_endpoint(
     """
     table = profile_table(config)
     name, chosen_by = _choose_profile_name(requested, environ, config, recorded, table)
-    profile = _resolve_profile(table[name], requested, config)
+    profile = _resolve_profile(table[name], requested, config, recorded)
     base_url, url_origin = _choose_base_url(profile, requested, environ, config, recorded)
     check_base_url(base_url, url_origin)
     model = _choose_model(profile, requested, environ, config, recorded)
@@ -165,15 +165,18 @@ def _profile_by_key(environ: Mapping[str, str], table: Mapping[str, Profile]) ->
     raise ConfigError(f"no provider chosen and no provider key set{hint}; {how} (choices: {', '.join(table)})")
 
 
-def _resolve_profile(profile: Profile, requested: Requested, config: UserConfig | None) -> Profile:
-    """The profile as used: ``custom`` takes its API and adapters from the flags and the config file."""
+def _resolve_profile(
+    profile: Profile, requested: Requested, config: UserConfig | None, recorded: RoutingTarget | None
+) -> Profile:
+    """The profile as used: ``custom`` speaks the flag's API, else the session's, else the config file's (its adapters)."""
     if profile.name != CUSTOM:
         if requested.api is not None and requested.api != profile.api:
             raise ConfigError(f"provider {profile.name} speaks the {profile.api} API; --api applies to custom only")
         return profile
+    api = requested.api or (recorded.api if recorded is not None and recorded.profile == CUSTOM else None)
     if config is None:
-        return _custom_speaking(profile, requested.api or "chat", ())
-    api = requested.api or config.custom_api
+        return _custom_speaking(profile, api or "chat", ())
+    api = api or config.custom_api
     if config.custom_adapters and api != "chat":
         raise ConfigError(f"config file {config.source}: custom.adapters apply to the chat API only, not to {api}")
     return _custom_speaking(profile, api, config.custom_adapters)

@@ -48,6 +48,12 @@ def test_a_bare_prompt_runs(capsys, workspace: Path) -> None:
     assert state.header.model == "m"
 
 
+@pytest.mark.parametrize("words", [["-h"], ["run", "-h"], ["replay", "-h"]])
+def test_h_is_help(capsys, workspace: Path, words: list[str]) -> None:
+    code, out, _ = call(capsys, *words)
+    assert code == 0 and out.startswith("Usage: tiny-agent")
+
+
 def test_a_misspelt_command_is_not_sent_to_a_model(capsys, workspace: Path) -> None:
     code, out, err = call(capsys, "sesions", "--all")
     assert code == 2 and out == ""

@@ -91,6 +91,7 @@ def make_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
         help=HELP,
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_commands)
     for name, command in COMMANDS.items():

@@ -83,7 +83,7 @@ def _bind(arguments: list[Param], positional: list[str], values: dict[str, objec
     return all(value is not msgspec.NODEFAULT for value in values.values())
 
 
-TOP_LEVEL: Final = ("--help", "--version", "--install-completion", "--show-completion")
+TOP_LEVEL: Final = ("--help", "-h", "--version", "--install-completion", "--show-completion")
 """The options of ``tiny-agent`` itself; any other first word that is not a command starts ``run``."""
 
 

@@ -95,6 +95,7 @@ def test_the_compact_command_summarises_and_keeps_the_newest_messages(capsys, wo
     assert summary_request["messages"][0]["content"] == compaction.SUMMARY_PROMPT
     assert "tools" not in summary_request
     state = first_state
+    assert state.lastCount is None, "the provider's count was of the context the compaction replaced"
     assert state.activeContext[0] == UserMessage(content="[Compacted history]\nSummary of it all.")
     assert [message.content for message in state.activeContext[1:]] == ["second", "two"]
     assert len(state.transcript) == 6, "the transcript keeps every message"
@@ -344,6 +345,18 @@ def test_no_auto_compact_never_compacts_and_auto_compaction_says_so_first(capsys
     assert "(--no-auto-compact turns this off)" in err
 
 
+def test_a_new_process_estimates_from_the_journals_last_count(capsys, workspace: Path) -> None:
+    counted = {"prompt_tokens": 7000, "completion_tokens": 100}
+    script = [replies.answer("one", usage=counted), replies.answer("Summary."), replies.answer("two")]
+    with LoopbackServer(script) as server:
+        assert run(capsys, server, "--context-window", "8192", prompt="first")[0] == 0
+        state = read_journal(only_session(workspace))
+        assert state.lastCount == (7100, 2, 2)
+        code, _, err = run(capsys, server, "--context-window", "8192", "--continue", prompt="second")
+    assert code == 0, err
+    assert "compacting first: the context is ~7,102 tokens of the model's 8,192-token window" in err
+
+
 def test_no_auto_compact_leaves_a_context_length_error_a_failure(capsys, workspace: Path) -> None:
     too_long = Reply(status=400, body=json.dumps({"error": {"message": "This model's maximum context length is 8192 tokens",
                                                            "code": "context_length_exceeded"}}).encode())
@@ -366,8 +379,9 @@ def test_estimates_start_from_the_providers_count_and_learn_from_context_errors(
     sizing = compaction.Sizing(None)
     assert sizing.tokens(state, 600) == (600 + 408 + 48) // 4, "before any count: characters at four a token"
     sizing.sent = 1000
-    sizing.settled(state, Usage(input=400, output=20, cacheRead=100), None)
+    sizing.settled(Usage(input=400, output=20, cacheRead=100), None)
     assert sizing.chars_per_token == 2.0
+    state.lastCount = (520, 2, 2)  # what the fold keeps of the answer's usage
     assert sizing.tokens(state, 600) == 520, "the provider's count (prompt and answer) while nothing was added"
     state.transcript.append(UserMessage(content="z" * 92))
     state.activeContext.append(state.transcript[-1])

@@ -116,13 +116,11 @@ class Sizing:
         self.chars_per_token: float = CHARS_PER_TOKEN
         self.sent: int | None = None
         """Characters of the request in flight (system prompt, tools and messages), to learn the ratio from."""
-        self.reported: tuple[int, int, int] | None = None
-        """(tokens, transcript length, active-context length) when the provider last counted the context."""
 
     def tokens(self, state: SessionState, fixed_chars: int) -> int:
         context = state.activeContext
-        if self.reported is not None:
-            tokens, transcript, active = self.reported
+        if state.lastCount is not None:
+            tokens, transcript, active = state.lastCount
             if len(state.transcript) - transcript == len(context) - active >= 0:
                 return tokens + self.to_tokens(size(context[active:]))
         return self.to_tokens(fixed_chars + size(context))
@@ -133,13 +131,11 @@ class Sizing:
     def to_chars(self, tokens: int) -> int:
         return int(tokens * self.chars_per_token)
 
-    def settled(self, state: SessionState, usage: Usage | None, failure: tuple[str, str] | None) -> None:
-        """What a settled attempt teaches: the provider's count of the request just answered (``usage`` of an answer,
-        which now ends the active context), or a context-length error's words."""
-        if usage is not None and usage.prompt_total:
-            if self.sent:
-                self.chars_per_token = _ratio(self.sent, usage.prompt_total)
-            self.reported = (usage.prompt_total + usage.output, len(state.transcript), len(state.activeContext))
+    def settled(self, usage: Usage | None, failure: tuple[str, str] | None) -> None:
+        """What a settled attempt teaches: the characters per token of the request just answered, or a context-length
+        error's words."""
+        if usage is not None and usage.prompt_total and self.sent:
+            self.chars_per_token = _ratio(self.sent, usage.prompt_total)
         elif failure is not None and failure[0] == CONTEXT_LENGTH_EXCEEDED:
             self.learn(failure[1])
         self.sent = None

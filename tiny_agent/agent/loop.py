@@ -366,7 +366,7 @@ class Driver:
             self._failure = decided.failure[1] + self._exhausted(raw)
         facts, label = transactions.settle(self.state, decided)
         self._commit(facts, label)
-        self.runtime.sizing.settled(self.state, decided.usage if label == "settle" else None, decided.failure)
+        self.runtime.sizing.settled(decided.usage if label == "settle" else None, decided.failure)
 
     def _settle_summary(self, raw: RawResponse) -> None:
         """A compaction's summary becomes the compaction entry, with the retained tail; anything else fails its step."""
@@ -375,10 +375,9 @@ class Driver:
             code, reason = decided.failure or ("bad_summary", "no summary")
             self._failure = f"the compaction failed: {reason}"
             self._commit(transactions.fail_step(self.state, code, reason, decided.usage), "step-failed")
-            self.runtime.sizing.settled(self.state, None, decided.failure)
+            self.runtime.sizing.settled(None, decided.failure)
             return
         self._commit(transactions.settle_compaction(self.state, decided.summary, decided.usage), "compaction")
-        self.runtime.sizing.reported = None  # the provider's count was of the context just replaced
 
     def _exhausted(self, raw: RawResponse) -> str:
         """Say so when a "try again later" answer fails the step because no attempt is left."""

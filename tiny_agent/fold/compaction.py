@@ -104,6 +104,7 @@ def compaction_entry(fold: FoldCore, entry: dict[str, Any], fact_id: str, timest
         fact_id, len(entries), None, -1, compaction.operationId, attempt.step_id, step.attemptId, None, timestamp
     )
     fold.state.activeContext = [compaction_summary_message(summary), *retained]
+    fold.state.lastCount = None  # the provider's count was of the context just replaced
     fold.state.contextBoundary = compaction.inputThroughEntryId
 
 

@@ -57,6 +57,8 @@ def usage_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
             fail(INVALID_FACT, f"usage.{name} overflows the session total")
         added.append(total + value)
     fold.state.usage = Usage(*added)
+    if has_attempt:
+        _counted(fold, owner_id, Usage(*(usage[name] for name in contract.USAGE_COUNTERS)))
 
 
 def fast_usage(fold: FoldCore, fact: UsageFact, fact_id: str) -> bool:
@@ -81,4 +83,14 @@ def fast_usage(fold: FoldCore, fact: UsageFact, fact_id: str) -> bool:
     if max(added.input, added.output, added.cacheRead, added.cacheWrite) > MAX_SAFE_INTEGER:
         return False
     fold.state.usage = added
+    if fact.attemptId is not UNSET:
+        _counted(fold, fact.attemptId, usage)
     return True
+
+
+def _counted(fold: FoldCore, attempt_id: str, usage: Usage) -> None:
+    """The usage of the answer that ends the context is the provider's count of it (``lastCount``)."""
+    state = fold.state
+    last = state.entries.get(state.contextBoundary) if state.contextBoundary is not None else None
+    if last is not None and last.attemptId == attempt_id and usage.prompt_total:
+        state.lastCount = (usage.prompt_total + usage.output, len(state.transcript), len(state.activeContext))

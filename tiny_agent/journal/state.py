@@ -223,6 +223,9 @@ class SessionState(msgspec.Struct):
     """The configuration of the newest model attempt: what ``run --session`` continues with."""
     lastOutcome: FinishedOperation | None = None
     """How the newest finished operation ended (for replay, sessions and view)."""
+    lastCount: tuple[int, int, int] | None = None
+    """The provider's count (prompt and answer tokens) of the request the context's last answer settled, and the
+    transcript's and active context's lengths then: where estimates start (docs/compaction.md, *Sizes*)."""
     lastStepFailure: StepFailure | None = None
     """Why the newest failed model step failed (the run's ``operationFinished`` carries a fixed pair)."""
     lastRunOutcome: FinishedOperation | None = None

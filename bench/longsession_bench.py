@@ -106,13 +106,18 @@ def run(command: list[str], env: dict[str, str] | None = None) -> None:
         raise SystemExit(f"{command[3:5]} failed ({done.returncode}): {done.stderr[-2000:]}")
 
 
-def prepared(megabytes: int, server: LoopbackServer) -> tuple[Path, Path]:
+def prepared(megabytes: int, server: LoopbackServer, reuse: bool) -> tuple[Path, Path]:
     """A compacted copy of the generated session in a sessions directory of its own, with a checkpoint."""
-    source = sealed_copy(generate_v2(megabytes))
     sessions = OUT / f"longsession-{megabytes}" / "sessions"
+    compacted = sorted(sessions.glob("*.jsonl"))
+    if reuse and compacted:
+        checkpoint(compacted[0], sessions)
+        return compacted[0], sessions
+    source = sealed_copy(generate_v2(megabytes))
     shutil.rmtree(sessions.parent, ignore_errors=True)
     sessions.mkdir(parents=True)
-    session_id = json.loads(source.read_bytes().split(b"\n", 1)[0])["id"]
+    with open(source, "rb") as lines:
+        session_id = json.loads(lines.readline())["id"]
     path = sessions / f"20260101T000000Z_{session_id}.jsonl"
     shutil.copyfile(source, path)
     run([sys.executable, "-c", COMPACT, *tiny_agent(server, "compact", str(path), sessions=sessions)[3:]])
@@ -138,8 +143,8 @@ def next_turn(server: LoopbackServer, model: Model, path: Path, sessions: Path) 
         status = child.wait()
     with os.fdopen(reading, "rb") as report:
         peak = int(report.read() or 0) * 1024
-    if status != 0 or model.arrived is None:
-        raise SystemExit(f"run --session failed ({status}): {stderr}")
+    if status != 0 or model.arrived is None or "checkpoint" in stderr:
+        raise SystemExit(f"run --session failed ({status}) or did not use the checkpoint: {stderr}")
     return {"seconds": model.arrived - start, "rss": peak}
 
 
@@ -170,11 +175,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,100", help="session sizes in MB; the first is the baseline (default 1,100)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--no-tail", action="store_true", help="the next turn only (no 1%% tail, no folds)")
+    parser.add_argument("--reuse", action="store_true", help="reuse the compacted sessions of an earlier run")
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",")]
     model = Model()
     with LoopbackServer(model, validate=False) as server:
-        sessions = {size: prepared(size, server) for size in sizes}
+        sessions = {size: prepared(size, server, arguments.reuse) for size in sizes}
         turns = best_of({size: (lambda size=size: next_turn(server, model, *sessions[size])) for size in sizes}, arguments.repeat)
         base = turns[sizes[0]]["seconds"]
         for size in sizes:

@@ -781,7 +781,7 @@ REAL_CALL_STREAMS = [
     "streams/mistral/tool-call-no-role-repeated-id.sse",
     "llamacpp/stream-tool-call.sse",
     "llamacpp-python/stream-tool-call-forced.sse",
-    "llama-cpp-python/stream-forced-tool-call-repeats-id-name-type.sse",
+    "llamacpp-python/stream-tool-call-forced-ping.sse",
 ]
 
 

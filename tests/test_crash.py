@@ -361,15 +361,24 @@ def _journal_bytes(workspace: Path) -> bytes:
     return path.read_bytes() if path is not None else b""
 
 
-def test_ctrl_c_in_the_middle_of_a_stream_keeps_the_partial_bytes(workspace):
+@pytest.mark.parametrize(
+    ("signum", "code", "label", "incomplete", "closed"),
+    [
+        (signal.SIGINT, 130, "INTERRUPTED:", "interrupted by the user", "Operation aborted"),
+        (signal.SIGTERM, 143, "TERMINATED:", "terminated (SIGTERM)", "Operation aborted (SIGTERM)"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_signal_in_the_middle_of_a_stream_keeps_the_partial_bytes(workspace, signum, code, label, incomplete, closed):
     reply = _stalled_stream(stall_after=300)
     with LoopbackServer([reply]) as server:
         process = tiny(workspace, server, "run", "hello", "--stream", wait=False)
         _wait_for_bytes(server, process, 300)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, err = process.communicate(timeout=30)
-    assert process.returncode == 130, err
-    assert err.strip().splitlines()[-1].startswith("INTERRUPTED:")
+    assert process.returncode == code, err
+    assert err.strip().splitlines()[-1].startswith(label)
+    assert ("stopped by SIGTERM" in err) == (signum == signal.SIGTERM)
     assert "Traceback" not in err
     path = journal_of(workspace)
     assert path is not None
@@ -377,7 +386,8 @@ def test_ctrl_c_in_the_middle_of_a_stream_keeps_the_partial_bytes(workspace):
     ((_, fact),) = list(raw_facts(path))
     assert fact.raw.body is not None
     assert fact.raw.body.encode() == reply.body[:300], "the raw fact holds exactly the bytes that arrived"
-    assert fact.raw.incomplete == "interrupted by the user"
+    assert fact.raw.incomplete == incomplete, "SIGTERM is recorded as terminated, not as the user's interrupt"
+    assert read_journal(path).lastStepFailure.message == closed
     verified = tiny(workspace, server, "verify", path.name.split("_", 1)[1][:-6])
     assert verified.returncode == 0, verified.stderr
     state = read_journal(path)

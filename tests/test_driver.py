@@ -22,7 +22,7 @@ from tiny_agent.agent.configuration import Configuration
 from tiny_agent.agent.loop import Driver, Policy, Runtime
 from tiny_agent.agent.tools.toolbox import ToolBox
 from tiny_agent.fold.transcript_rules import transcript_violation
-from tiny_agent.journal.state import IdleOperation
+from tiny_agent.journal.state import IdleOperation, RunOperation
 from tiny_agent.providers.http import WireRequest
 from tiny_agent.stores.journal import JournalWriter, raw_facts, read_journal
 
@@ -73,18 +73,29 @@ def test_a_tool_round_trip(tmp_path: Path) -> None:
     assert state.sealed
 
 
-def test_a_transport_failure_is_retried_then_fails_the_step_durably(tmp_path: Path) -> None:
+def test_a_provider_that_cannot_be_reached_is_retried_then_left_open_for_resume(tmp_path: Path) -> None:
     refused = FakeReply(status=0, breaks_off="connect")
     driver, provider = _driver(tmp_path, [refused, refused, refused])
     result = driver.run("Hello?")
     driver.writer.close()
-    assert result.status == "failed"
-    assert "scripted failure" in (result.reason or "")
+    assert (result.status, result.unreachable) == ("blocked", True)
+    assert (result.reason or "").startswith("the provider could not be reached in 3 attempts (")
     assert len(provider.requests) == 3
     text = driver.writer.path.read_text()
     assert text.count('"type":"stepAttempt"') == 3
-    assert text.count('"code":"provider_connect"') == 1
+    assert "stepFailed" not in text and "operationFinished" not in text
     assert not list(raw_facts(driver.writer.path))
+    assert type(read_journal(driver.writer.path).operation) is RunOperation
+
+
+def test_a_timeout_is_retried_then_fails_the_step_durably(tmp_path: Path) -> None:
+    slow = FakeReply(status=0, breaks_off="timeout")
+    driver, provider = _driver(tmp_path, [slow, slow, slow])
+    result = driver.run("Hello?")
+    driver.writer.close()
+    assert result.status == "failed"
+    assert len(provider.requests) == 3
+    assert driver.writer.path.read_text().count('"code":"provider_timeout"') == 1
     assert type(read_journal(driver.writer.path).operation) is IdleOperation
 
 

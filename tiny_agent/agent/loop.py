@@ -24,17 +24,18 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from email.utils import parsedate_to_datetime
 from functools import partial
 from types import FrameType
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 from msgspec import UNSET
 
 from tiny_agent.agent import compaction, transactions
-from tiny_agent.agent.configuration import Configuration
 from tiny_agent.agent.recovery import (
+    CUT_OFF,
+    EMPTY_ANSWER,
+    MODEL_ERROR,
     RETRYABLE_STATUSES,
     STEP_LIMIT_CODE,
     AppendSynthetic,
@@ -45,14 +46,15 @@ from tiny_agent.agent.recovery import (
     SettleFromRaw,
     StartStep,
     StartTool,
-    configuration_differences,
-    describe_block,
+    blocked_reason,
     explain,
     plan_recovery,
 )
 from tiny_agent.agent.runtime import Policy, Runtime, build_runtime
 from tiny_agent.agent.settlement import settlement, summary_settlement
-from tiny_agent.journal.facts import Fact, RawFact, RawResponse
+from tiny_agent.fold.contract import is_blank
+from tiny_agent.fold.version import PROFILES
+from tiny_agent.journal.facts import CUT_BY_PEER, Fact, RawFact, RawResponse
 from tiny_agent.journal.secrets import redact_bytes
 from tiny_agent.journal.state import (
     CompactionOperation,
@@ -64,6 +66,7 @@ from tiny_agent.journal.state import (
     refusal_note,
     refused,
 )
+from tiny_agent.journal.transcript import AssistantMessage
 from tiny_agent.providers.http import Received, TransportError, raw_response
 from tiny_agent.stores import failpoints
 from tiny_agent.stores.journal import JournalWriter, find_raw_in
@@ -71,10 +74,11 @@ from tiny_agent.stores.journal import JournalWriter, find_raw_in
 Status = Literal["completed", "failed", "aborted", "blocked", "idle"]
 Signal = Literal["interrupt", "terminate"]
 
+
 class DriveResult(msgspec.Struct):
     status: Status
     final: str | None = None
-    """The final answer of a completed run."""
+    """The final answer of a completed run, or the cut-off or empty answer a run failed for."""
     reason: str | None = None
     """Why a run failed or is blocked, in one line; for a completed run, the writes it was refused (or None)."""
     actions: int = 0
@@ -87,6 +91,8 @@ class DriveResult(msgspec.Struct):
     """The run stopped at the step limit."""
     refused: bool = False
     """The model declined to answer: ``final`` is its refusal (stopReason ``refusal``)."""
+    unreachable: bool = False
+    """Every attempt of a step failed to reach the provider: the run stays open (``status`` blocked) for ``resume``."""
 
     @property
     def interrupted(self) -> bool:
@@ -118,6 +124,10 @@ class Driver:
         """Why the next attempt is a retry (shown with the wait)."""
         self._cut_off = False
         self._step_limit = False
+        self._unreachable = False
+        step = getattr(writer.state.operation, "step", UNSET)
+        self._attempts_before = {step.stepId: step.attempt} if step is not UNSET and step.status == "attempting" else {}
+        """Attempts an open step had before this process: each run or resume makes up to ``--retries`` + 1 more."""
 
     @property
     def state(self) -> SessionState:
@@ -216,8 +226,7 @@ class Driver:
         self._final = None
         self._failure = None
         self._last_outcome = None
-        self._cut_off = False
-        self._step_limit = False
+        self._cut_off = self._step_limit = self._unreachable = False
         return self._loop(first)
 
     def _loop(self, first: Callable[[], object] | None) -> DriveResult:
@@ -242,13 +251,35 @@ class Driver:
         state = self.state
         if type(state.operation) is not RunOperation and type(state.operation) is not CompactionOperation:
             return self._idle_result(actions)
-        plan = plan_recovery(state, self.runtime.current(state))
+        if self._unreachable:
+            return DriveResult(status="blocked", reason=self._failure, actions=actions, unreachable=True)
+        current = self.runtime.current(state)
+        plan = self._committable(plan_recovery(state, msgspec.structs.replace(current, maxAttempts=self._max_attempts())))
         if type(plan) is Blocked:
             return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
         if not self._settles_own_response(plan):
             self.report(explain(plan, state, verbose=self.verbose))
         self._act(plan)
         return None
+
+    def _committable(self, plan: Plan) -> Plan:
+        """A run cannot complete with an answer cut off by the token limit (session-v2 §18 P5) or an empty one
+        (§9.7): it finishes failed, saying which; the answer stays in the transcript."""
+        if type(plan) is not Finish or plan.completion != "normal" or plan.finalEntryId is UNSET:
+            return plan
+        final = self.state.entries[plan.finalEntryId]
+        content = final.message.content if final.message is not None else None
+        if final.stopReason == "length":
+            return Finish(outcome="failed", error=CUT_OFF)
+        if final.stopReason == "stop" and (content is None or is_blank(content)):
+            return Finish(outcome="failed", error=EMPTY_ANSWER)
+        return plan
+
+    def _max_attempts(self) -> int:
+        """The attempts the open step may have by the end of this drive (within the journal's limit)."""
+        step = getattr(self.state.operation, "step", UNSET)
+        before = 0 if step is UNSET else self._attempts_before.get(step.stepId, 0)
+        return min(self.runtime.policy.max_attempts + before, PROFILES[self.state.version].max_attempt)
 
     def _blocked_reason(self, plan: Blocked) -> str:
         return blocked_reason(plan, self.state, self.runtime.configuration_for(self.state))
@@ -270,8 +301,8 @@ class Driver:
             case AppendSynthetic():
                 self._append_synthetic(plan)
             case CloseAttempt():
-                error = plan.error
-                self._commit(transactions.fail_step(self.state, error.code, error.message, None), "step-failed")
+                error, why = plan.error, " (SIGTERM)" if self.stopped_by == "terminate" else ""
+                self._commit(transactions.fail_step(self.state, error.code, error.message + why, None), "step-failed")
             case Finish():
                 self._finish(plan)
             case Blocked():
@@ -312,26 +343,30 @@ class Driver:
         self._note_retryable(received, plan.attempt)
 
     def _transport_failed(self, error: TransportError, attempt: int) -> None:
-        """No response at all: retry while attempts remain (the planner says so), else fail the step."""
+        """No response at all: retry while attempts remain (the planner says so); when none remain, the attempt stays
+        open for ``resume`` if no connection could be made (nothing was sent), else the step fails."""
         message = error.message
-        if error.retryable and attempt < self.runtime.policy.max_attempts:
+        if error.retryable and attempt < self._max_attempts():
             self._retry_reason = message
-            return
-        self._failure = message
-        self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", message, None), "step-failed")
+        elif error.kind == "connect":
+            self._unreachable = True
+            self._failure = f"the provider could not be reached in {attempt} attempts ({message})"
+        else:
+            self._failure = message
+            self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", message, None), "step-failed")
 
     def _note_retryable(self, received: Received, attempt: int) -> None:
-        status = received.status
-        if status is not None and status in RETRYABLE_STATUSES and attempt < self.runtime.policy.max_attempts:
-            self._retry_reason = f"HTTP {status}"
+        status, cut = received.status, (received.incomplete or "").startswith(CUT_BY_PEER)
+        if (cut or status in RETRYABLE_STATUSES) and attempt < self._max_attempts():
+            self._retry_reason = "the response was cut off" if cut else f"HTTP {status}"
 
     def _wait_before_retry(self, attempt: int) -> None:
         policy = self.runtime.policy
-        seconds = _retry_after(self._last_received, policy.retry_after_cap)
+        seconds = None if self._last_received is None else self._last_received.retry_wait(policy.retry_after_cap)
         if seconds is None:
             seconds = min(policy.retry_wait * 2 ** (attempt - 2), policy.retry_wait_cap) * random.uniform(0.5, 1.0)
         why = self._retry_reason or "the previous attempt got no usable answer"
-        self.report(f"{why}; waiting {seconds:.1f} s before attempt {attempt} of {policy.max_attempts}")
+        self.report(f"{why}; waiting {seconds:.1f} s before attempt {attempt} of {self._max_attempts()}")
         self._retry_reason = None
         time.sleep(seconds)
 
@@ -339,7 +374,7 @@ class Driver:
         """Ctrl-C during a request: what arrived is still journaled (the abort is already on record)."""
         if not received.has_response:
             return
-        received.incomplete = received.incomplete or "interrupted by the user"
+        received.incomplete = received.incomplete or INCOMPLETE[self.stopped_by or "interrupt"]
         self._commit_raw(received)
 
     def _commit_raw(self, received: Received) -> None:
@@ -381,10 +416,10 @@ class Driver:
 
     def _exhausted(self, raw: RawResponse) -> str:
         """Say so when a "try again later" answer fails the step because no attempt is left."""
-        operation = self.state.operation
-        if raw.status not in RETRYABLE_STATUSES or isinstance(operation, IdleOperation) or operation.step is UNSET:
+        operation, cut = self.state.operation, raw.incomplete is not UNSET and raw.incomplete.startswith(CUT_BY_PEER)
+        if not (cut or raw.status in RETRYABLE_STATUSES) or isinstance(operation, IdleOperation) or operation.step is UNSET:
             return ""
-        return f" (attempts exhausted: {operation.step.attempt} of {self.runtime.policy.max_attempts})"
+        return f" (attempts exhausted: {operation.step.attempt} of {self._max_attempts()})"
 
     def _attempt_snapshot(self) -> ConfigurationSnapshot:
         operation = self.state.operation
@@ -463,24 +498,14 @@ class Driver:
         self._commit(facts, "synthetic")
 
     def _finish(self, plan: Finish) -> None:
-        state = self.state
-        if plan.outcome == "completed" and plan.completion == "normal":
-            final = state.entries[_required(plan.finalEntryId)]
-            message = final.message
-            self._final = message.content if message is not None and isinstance(message.content, str) else None
-            if final.stopReason == "length":
-                # Not committable as completed (session-v2 §18 P5): the answer was cut off.  The
-                # transcript keeps what the model wrote; the run ends failed, saying why.
-                self._failure = "the model's answer was cut off by its token limit"
-                self._cut_off = True
-                self._commit(transactions.finish(state, "failed", error=("length_without_calls", self._failure)), "finish")
-                self._last_outcome = "failed"
-                return
-        if plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
-            self._step_limit = True
-            self._failure = plan.error.message
-        elif plan.error is not UNSET and plan.error.code == compaction.CONTEXT_FULL:
-            self._failure = plan.error.message
+        state, error = self.state, None if plan.error is UNSET else plan.error
+        if plan.completion == "normal" or error in (CUT_OFF, EMPTY_ANSWER):
+            answer = _settled_message(state)
+            self._final = answer.content if answer is not None else None
+            self._cut_off = error == CUT_OFF
+        self._step_limit = error is not None and error.code == STEP_LIMIT_CODE
+        if error is not None and error != MODEL_ERROR:
+            self._failure = error.message
         elif plan.outcome == "failed" and self._failure is None and state.lastStepFailure is not None:
             self._failure = state.lastStepFailure.message
         facts = transactions.finish(
@@ -488,7 +513,7 @@ class Driver:
             plan.outcome,
             completion=None if plan.completion is UNSET else plan.completion,
             final_entry_id=None if plan.finalEntryId is UNSET else plan.finalEntryId,
-            error=None if plan.error is UNSET else (plan.error.code, plan.error.message),
+            error=None if error is None else (error.code, error.message),
         )
         self._commit(facts, "finish")
         self._last_outcome = plan.outcome
@@ -550,16 +575,20 @@ class Driver:
             why = {"interrupt": "stopped by the user (Ctrl-C)", "terminate": "stopped by SIGTERM", None: "aborted as asked"}
             return DriveResult(status="aborted", reason=why[self.stopped_by], actions=actions, stopped_by=self.stopped_by)
         if outcome == "failed" or self._failure:
-            final = self._final if self._cut_off else None
-            return DriveResult(
-                status="failed",
-                reason=self._failure or "the model step failed",
-                actions=actions,
-                final=final,
-                cut_off=self._cut_off,
-                step_limit=self._step_limit,
-            )
+            reason = self._failure or "the model step failed"
+            return DriveResult("failed", self._final, reason, actions, cut_off=self._cut_off, step_limit=self._step_limit)
         return DriveResult(status="idle", actions=actions)
+
+
+INCOMPLETE: Final = {"interrupt": "interrupted by the user", "terminate": "terminated (SIGTERM)"}
+"""What a raw fact's ``incomplete`` says when a signal stopped the response."""
+
+
+def _settled_message(state: SessionState) -> AssistantMessage | None:
+    """The assistant message that settled the open run's newest step."""
+    step = getattr(state.operation, "step", UNSET)
+    entry = None if step is UNSET or step.settledEntryId is UNSET else state.entries.get(step.settledEntryId)
+    return entry.message if entry is not None and type(entry.message) is AssistantMessage else None
 
 
 def _required(value: str | msgspec.UnsetType) -> str:
@@ -568,28 +597,4 @@ def _required(value: str | msgspec.UnsetType) -> str:
     return value
 
 
-def blocked_reason(plan: Blocked, state: SessionState, configuration: Configuration) -> str:
-    """The blocked line, naming each configuration field that differs from the open step's."""
-    operation = state.operation
-    if plan.reason != "configuration_changed" or isinstance(operation, IdleOperation) or operation.step is UNSET:
-        return describe_block(plan.reason)
-    recorded = operation.step.configurationSnapshot
-    return describe_block(plan.reason, configuration_differences(recorded, configuration.snapshot()))
-
-
-def _retry_after(received: Received | None, cap: float) -> float | None:
-    """The wait a ``Retry-After`` header asks for (seconds, or an HTTP date), capped; None without one."""
-    value = received.retry_after if received is not None else None
-    if not value:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return min(float(text), cap)
-    try:
-        moment = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    return min(max(0.0, moment.timestamp() - time.time()), cap)
-
-
-__all__ = ["DriveResult", "Driver", "Policy", "Runtime", "blocked_reason", "build_runtime"]
+__all__ = ["DriveResult", "Driver", "Policy", "Runtime", "build_runtime"]

@@ -19,11 +19,13 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.agent.compaction import CONTEXT_FULL
+from tiny_agent.agent.configuration import Configuration
 from tiny_agent.fold.version import PROFILES
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.state import (
     CompactionOperation,
     ConfigurationSnapshot,
+    IdleOperation,
     LatestAttempt,
     RunOperation,
     SessionState,
@@ -67,6 +69,8 @@ class PlanError(msgspec.Struct, frozen=True):
 
 ABORTED: Final = PlanError(code="aborted", message="Operation aborted")
 MODEL_ERROR: Final = PlanError(code="model_error", message="provider request failed")
+CUT_OFF: Final = PlanError(code="length_without_calls", message="the answer was cut off by the model's token limit")
+EMPTY_ANSWER: Final = PlanError(code="empty_answer", message="the model's answer was empty")
 STEP_LIMIT_CODE: Final = "step_limit"
 
 RETRYABLE_STATUSES: Final = frozenset((429, 500, 502, 503, 504, 529))
@@ -163,13 +167,13 @@ def _open_attempt(state: SessionState, step: LatestAttempt, current: CurrentConf
     """An attempt is open: settle its response, retry it, or say why neither is safe.
 
     A response on record is settled from the journal, never asked for again --
-    unless it says "try again later" (429, 5xx) and attempts remain, in which
-    case the next attempt is the retry the live loop would have made.
+    unless it says "try again later" (429, 5xx) or was cut off by the connection,
+    and attempts remain: then the next attempt is the retry the live loop would have made.
     """
     limit = _attempt_limit(state, current)
     same_configuration = step.configurationDigest == current.configurationDigest
     if step.rawId is not UNSET:
-        retryable = step.rawStatus is not UNSET and step.rawStatus in RETRYABLE_STATUSES
+        retryable = step.rawCut is True or (step.rawStatus is not UNSET and step.rawStatus in RETRYABLE_STATUSES)
         if retryable and step.attempt < limit and same_configuration:
             return _retry(step)
         return SettleFromRaw(attemptId=step.attemptId, rawId=step.rawId)
@@ -507,6 +511,15 @@ def _short_digest(digest: str) -> str:
     return digest[:19] + "…" if len(digest) > 20 else digest
 
 
+def blocked_reason(plan: Blocked, state: SessionState, configuration: Configuration) -> str:
+    """The blocked line, naming each configuration field that differs from the open step's."""
+    operation = state.operation
+    if plan.reason != "configuration_changed" or isinstance(operation, IdleOperation) or operation.step is UNSET:
+        return describe_block(plan.reason)
+    recorded = operation.step.configurationSnapshot
+    return describe_block(plan.reason, configuration_differences(recorded, configuration.snapshot()))
+
+
 def explain(plan: Plan, state: SessionState, *, verbose: bool = False) -> str:
     """One line for people: what the plan does and why (steps by their number in the run; ids only when verbose)."""
     match plan:
@@ -542,10 +555,8 @@ def _explain_finish(plan: Finish, state: SessionState) -> str:
         return "nothing to do: the session is idle"
     if plan.outcome == "aborted":
         return "finish the operation as aborted"
-    if plan.outcome == "failed" and plan.error is not UNSET and plan.error.code == STEP_LIMIT_CODE:
-        return f"finish the run: {plan.error.message} (--max-steps)"
-    if plan.outcome == "failed" and plan.error is not UNSET and plan.error.code == CONTEXT_FULL:
-        return f"finish the run: {plan.error.message}"
+    if plan.outcome == "failed" and plan.error is not UNSET and plan.error != MODEL_ERROR:
+        return f"finish the run: {plan.error.message}" + (" (--max-steps)" if plan.error.code == STEP_LIMIT_CODE else "")
     if plan.outcome == "failed":
         return "finish the run as failed: its model step failed"
     if plan.completion is UNSET:

@@ -106,12 +106,11 @@ def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
 def settlement(raw: RawResponse, adapter_identity: str) -> Settlement:
     """Decide how a response settles its attempt (the same live, on resume, and in audit's drift check).
 
-    An HTTP error, a body that ended early, a response the seam rejects and an
-    empty ``stop`` answer fail the step, keeping whatever usage the provider
-    reported.  Anything else becomes the assistant entry -- a ``length``
-    answer without calls too: the transcript keeps what the model wrote, and
-    the run then ends failed (session-v2 §18 P5), the cut-off answer shown
-    as such.
+    An HTTP error, a body that ended early and a response the seam rejects fail
+    the step, keeping whatever usage the provider reported.  Anything else
+    becomes the assistant entry -- an empty answer and a ``length`` answer
+    without calls too: the transcript keeps what the model wrote, and the run
+    then ends failed (session-v2 §9.7, §18 P5), the answer shown as such.
     """
     return settle_derived(raw, derive(raw, adapter_identity))
 
@@ -131,8 +130,8 @@ def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
         full = derivation.stream is not None and context_error(raw.status, derivation.body) is not None
         return Settlement(usage=outcome.usage, failure=(CONTEXT_LENGTH_EXCEEDED if full else "rejected_response", outcome.reason))
     message = outcome.message
-    if outcome.stop_reason == "stop" and (message.content is None or is_blank(message.content)):
-        return Settlement(usage=outcome.usage, failure=("empty_response", "the model stopped without an answer (empty content)"))
+    if message.content is None and message.tool_calls is UNSET:
+        message = msgspec.structs.replace(message, content="")  # an empty answer (the run then fails `empty_answer`)
     return Settlement(usage=outcome.usage, message=message, stop_reason=outcome.stop_reason)
 
 

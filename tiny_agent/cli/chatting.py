@@ -89,9 +89,14 @@ class _Chat:
 
     def run(self, prompt: str) -> None:
         from tiny_agent.agent.loop import Driver
+        from tiny_agent.journal.state import IdleOperation
 
-        result = Driver(self.writer, self.runtime, report=progress, verbose=self.options.verbose).run(prompt)
-        self.show(result)
+        driver = Driver(self.writer, self.runtime, report=progress, verbose=self.options.verbose)
+        if type(driver.state.operation) is not IdleOperation:  # the provider could not be reached: that run first
+            progress("finishing the open run first")
+            self.show(driver.drive())
+        if type(driver.state.operation) is IdleOperation:
+            self.show(driver.run(prompt))
 
     def show(self, result: DriveResult) -> None:
         show_answer(result, self.display)
@@ -105,6 +110,8 @@ class _Chat:
             raise Terminated(f"the run was aborted and the chat ends; the journal records it cleanly (session {self.handle})")
         elif result.status == "aborted":
             progress("the run was aborted; the journal records it (you can go on)")
+        elif result.unreachable:
+            progress(f"{result.reason}; the run stays open: your next line tries it again first")
         elif result.status == "blocked":
             progress(f"blocked: {result.reason}")
         sys.stdout.flush()

@@ -89,7 +89,7 @@ def _finish(
             }
         )
     else:
-        if result.status == "completed" or result.cut_off:
+        if result.status == "completed" or result.final is not None:
             show_answer(result, display)
         if result.status == "completed" and result.reason:
             progress(f"completed, but {result.reason}")
@@ -102,12 +102,12 @@ def _finish(
 
 
 def show_answer(result: DriveResult, display: TerminalDisplay | None) -> None:
-    """The final answer on stdout unless the live display printed it already, and whether the token limit cut it off."""
+    """The final answer on stdout unless the live display printed it already; an empty one is said on stderr."""
     final = result.final
-    if final is not None and (display is None or display.printed_text.strip() != final.strip()):
+    if final is not None and not final.strip():
+        progress("(empty answer)")
+    elif final is not None and (display is None or display.printed_text.strip() != final.strip()):
         sys.stdout.write(final.rstrip("\n") + "\n")
-    if result.cut_off:
-        progress("the answer above was cut off by the model's token limit (raise it with --max-tokens)")
 
 
 def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
@@ -115,12 +115,19 @@ def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
         raise Refused(f"the model declined to answer; its refusal is the answer (session {handle})")
     if result.status == "failed":
         error = StepLimitReached if result.step_limit else RunFailed
-        raise error(f"{result.reason} (session {handle}; `tiny-agent replay {handle}` shows it)")
+        hint = " (raise it with --max-tokens)" if result.cut_off else ""
+        raise error(f"{result.reason}{hint} (session {handle}; `tiny-agent replay {handle}` shows it)")
+    if result.unreachable:
+        raise BlockedError(f"{result.reason}; the run stays open: {unreachable_hint(handle)}")
     if result.status == "aborted":
         stopped = Terminated if result.stopped_by == "terminate" else Interrupted
-        raise stopped(f"run aborted; the journal records it cleanly (session {handle})")
+        raise stopped(f"run {result.reason}; the journal records it cleanly (session {handle})")
     if result.status == "blocked":
         raise BlockedError(result.reason or "recovery is blocked")
+
+
+def unreachable_hint(handle: str) -> str:
+    return f"`tiny-agent resume {handle}` tries again once the provider is up (or `--abort`s the run)"
 
 
 def _read_prompt(prompt: str) -> str:
@@ -351,12 +358,12 @@ def _idle_words(state: SessionState, handle: str) -> str:
 def _plan_only(found: Found, current_config: str | None, options: Drive, as_json: bool) -> None:
     import msgspec
 
-    from tiny_agent.agent.loop import blocked_reason
     from tiny_agent.agent.recovery import (
         IDLE_FINISH,
         Blocked,
         CurrentConfiguration,
         StartStep,
+        blocked_reason,
         describe_block,
         explain,
         plan_recovery,

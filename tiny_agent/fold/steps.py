@@ -34,7 +34,7 @@ from tiny_agent.fold.contract import (
 )
 from tiny_agent.fold.core import FoldCore, Operation, first_pending, kind_of, newest
 from tiny_agent.journal.canonical import canonical_json, sha256_digest
-from tiny_agent.journal.facts import StepAttempt
+from tiny_agent.journal.facts import CUT_BY_PEER, StepAttempt
 from tiny_agent.journal.state import (
     ConfigurationSnapshot,
     GitState,
@@ -327,6 +327,8 @@ def raw_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
     status = check_raw_response(fact.get("raw"))
     step.rawId = fact_id
     step.rawStatus = status
+    if str(fact["raw"].get("incomplete", "")).startswith(CUT_BY_PEER):
+        step.rawCut = True
 
 
 def check_raw_response(value: object) -> int:

@@ -14,7 +14,7 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -227,6 +227,10 @@ class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", forbid_unknown_fi
     attemptId: str | UnsetType = UNSET
     toolStartedId: str | UnsetType = UNSET
     usage: Usage
+
+
+CUT_BY_PEER: Final = "broke off"
+"""How a raw ``incomplete`` starts when the connection ended before the body did: retried like a transport failure."""
 
 
 class RawResponse(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -111,6 +111,8 @@ class LatestAttempt(msgspec.Struct):
     """v3: the ``raw`` fact holding the provider's response to this attempt, once it landed."""
     rawStatus: int | UnsetType = UNSET
     """v3: that response's HTTP status (set with ``rawId``): tells a retryable answer (429, 5xx) from a final one."""
+    rawCut: bool | UnsetType = UNSET
+    """v3: the connection ended before that response's body did (its ``incomplete`` starts "broke off"): retryable."""
 
 
 class ToolCallState(msgspec.Struct):
@@ -360,7 +362,9 @@ def refusal_note(state: SessionState) -> str | None:
 
 def _failure_summary(state: SessionState, code: str | None, message: str | None, name: str) -> str:
     if code == "length_without_calls":
-        return "cut off: the last answer was cut off by the model's token limit (shown above; raise --max-tokens)"
+        return "failed: the answer was cut off by the model's token limit (shown above; raise --max-tokens)"
+    if code == "empty_answer":
+        return "failed: the model's answer was empty"
     if code == "step_limit":
         return f"{message} (raise --max-steps to let it go on)"
     failure = state.lastStepFailure

@@ -19,6 +19,7 @@ from tiny_agent.agent.transactions import USAGE_OVERFLOW
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.canonical import canonical_json
 from tiny_agent.journal.facts import (
+    CUT_BY_PEER,
     AssistantEntry,
     CompactionEntry,
     CompactionStarted,
@@ -37,6 +38,7 @@ from tiny_agent.journal.facts import (
     UsageFact,
     UserEntry,
 )
+from tiny_agent.journal.state import outcome_summary
 from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.stores.files import disk as filestore
@@ -173,6 +175,8 @@ class AuditReport(msgspec.Struct):
     git: list[GitAudit] = msgspec.field(default_factory=list)
     mcp: list[str] = msgspec.field(default_factory=list)
     """MCP messages not linked to a call: start-up (server identity, tool list), shutdown."""
+    lastRun: str | None = None
+    """How the newest finished operation ended, in replay's words."""
 
 
 class _Context:
@@ -228,7 +232,7 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         )
         if attempt.settled == "compaction":
             _check_summary(attempt, walk.raw_bodies.get(attempt_id), walk.summaries.get(attempt_id))
-    dropped = Counter(path for attempt in attempts if attempt.response for path in attempt.response.dropped)
+    dropped = Counter(path for attempt in attempts if attempt.response for path in _dropped(attempt.response))
     costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
     return AuditReport(
         path=name,
@@ -246,7 +250,13 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         instructions=list(walk.instructions.values()),
         git=list(walk.git.values()),
         mcp=walk.mcp,
+        lastRun=outcome_summary(state),
     )
+
+
+def _dropped(response: ResponseAudit) -> list[str]:
+    """What the seam dropped, and what a stream's reassembly did not carry (provider-only members too)."""
+    return response.dropped + (response.stream.not_carried if response.stream is not None else [])
 
 
 class _Walk:
@@ -486,8 +496,10 @@ def _finish_attempt(
     if attempt.settled == "compaction":
         return
     if attempt.settled == "retried":
-        retryable = raw.raw.status in RETRYABLE_STATUSES
+        cut = raw.raw.incomplete is not UNSET and raw.raw.incomplete.startswith(CUT_BY_PEER)
+        retryable = cut or raw.raw.status in RETRYABLE_STATUSES
         why = "asks to try again later" if retryable else "is not one that asks to try again (a retry it did not need)"
+        why = "was cut off by the connection" if cut else why
         attempt.notes.append(f"retried: HTTP {raw.raw.status} {why}")
         return
     if attempt.failure is not None and attempt.failure.startswith(USAGE_OVERFLOW + ":"):
@@ -497,8 +509,8 @@ def _finish_attempt(
         identity = attempt.adapterIdentity
         attempt.notes.append(f"adapterIdentity {identity!r} is not one this version wrote: re-derived as plain chat")
     expected = settle_derived(raw.raw, derivation)
-    if _settled_by_older_length_rule(attempt, expected):
-        attempt.notes.append("failed as cut off by an older rule; today the cut-off answer is kept and the run then fails")
+    if _settled_by_an_older_rule(attempt, expected):
+        attempt.notes.append("failed by an older rule; today the cut-off or empty answer is kept and the run then fails")
         return
     attempt.drift.extend(_differences(attempt, canonical, expected))
 
@@ -523,16 +535,15 @@ def _note_missing_response(attempt: AttemptAudit) -> None:
         attempt.notes.append("no response on record (a v2 journal keeps none)")
 
 
-def _settled_by_older_length_rule(attempt: AttemptAudit, expected: Settlement) -> bool:
-    """Journals written before cut-off answers were kept failed the step instead; that is not drift."""
-    message = expected.message
+def _settled_by_an_older_rule(attempt: AttemptAudit, expected: Settlement) -> bool:
+    """Journals written before cut-off and empty answers were kept failed the step instead; that is not drift."""
+    message, failure = expected.message, attempt.failure or ""
     return (
         attempt.settled == "failed"
-        and attempt.failure is not None
-        and attempt.failure.startswith("length_without_calls:")
-        and expected.stop_reason == "length"
         and message is not None
         and message.tool_calls is UNSET
+        and (expected.stop_reason == "length" or failure.startswith("empty_response:"))
+        and (expected.stop_reason != "length" or failure.startswith("length_without_calls:"))
     )
 
 

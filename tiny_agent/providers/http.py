@@ -9,6 +9,7 @@ import base64
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -16,7 +17,7 @@ import msgspec
 
 from tiny_agent import __version__
 from tiny_agent.errors import ConfigError
-from tiny_agent.journal.facts import RawResponse
+from tiny_agent.journal.facts import CUT_BY_PEER, RawResponse
 from tiny_agent.journal.secrets import basic_credentials
 from tiny_agent.wire.request import WireRequest
 
@@ -58,6 +59,17 @@ class Received:
         self.incomplete: str | None = None
         self._parts: list[bytes] = []
         self._on_bytes = on_bytes
+
+    def retry_wait(self, cap: float) -> float | None:
+        """The wait ``Retry-After`` asks for (seconds, or an HTTP date), capped; None without one."""
+        text = (self.retry_after or "").strip()
+        if text.isdigit():
+            return min(float(text), cap)
+        try:
+            moment = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        return min(max(0.0, moment.timestamp() - time.time()), cap)
 
     def start(
         self, status: int, content_type: str | None, retry_after: str | None = None, content_encoding: str | None = None
@@ -237,7 +249,7 @@ class HttpProvider:
         except httpcore.ConnectError as error:
             self._broke_off(received, "connect", f"could not connect: {self._one_line(error)}")
         except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, httpcore.UnsupportedProtocol) as error:
-            self._broke_off(received, "protocol", f"broke off: {self._one_line(error)}")
+            self._broke_off(received, "protocol", f"{CUT_BY_PEER}: {self._one_line(error)}")
 
     def _read_body(self, chunks: Iterator[bytes], received: Received) -> None:
         """Take the body a piece at a time, decoded, within the size cap and the attempt's deadline."""

@@ -103,10 +103,8 @@ def _last_run(view: SessionView) -> str:
     words = [badge(run.outcome, run.outcome)]
     if run.step_limit:
         words.append(badge("step limit", "failed"))
-    if run.completion:
-        words.append(text(f"({run.completion})"))
-    if run.errorCode:
-        words.append(f"<code>{text(run.errorCode)}</code>: {text(run.errorMessage or '')}")
+    if run.outcome != "open" and view.report.lastRun:
+        words.append(text(view.report.lastRun))  # replay's words
     words.append(f'<a href="#run-{run.number}">run {run.number}</a>')
     return " ".join(words)
 

@@ -259,3 +259,22 @@ def test_a_write_approved_always_is_not_asked_again(home: Path) -> None:
         "wrote 2 bytes to a.txt (approved by the user, always for this session)",
         "wrote 2 bytes to b.txt (approved: the user said always for this session)",
     ]
+
+
+def test_after_an_empty_answer_the_next_line_follows_it(home: Path) -> None:
+    empty = Reply(body=(PROJECT_ROOT / "fixtures" / "wire" / "llamacpp" / "empty-answer.json").read_bytes())
+    with LoopbackServer([empty, replies.answer("Now an answer.")]) as server:
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
+        terminal = Terminal(args, home / "work", _env(home))
+        terminal.read_until("› ".encode())
+        terminal.type("hi\n")
+        terminal.read_until(b"(empty answer)")
+        terminal.read_until(b"the model's answer was empty")
+        terminal.read_until("› ".encode())
+        terminal.type("again\n")
+        terminal.read_until(b"Now an answer.")
+        terminal.type("\x04")
+        assert terminal.close() == 0
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    roles = [type(message).__name__ for message in read_journal(journal).transcript]
+    assert roles == ["UserMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]

@@ -116,7 +116,7 @@ def chunks(raw: bytes) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("directory", [RECORDED, RECORDED_PYTHON], ids=lambda path: path.name)
 def test_every_recorded_body_is_in_the_manifest_with_its_exact_size(directory: Path) -> None:
     cases = recorded_manifest(directory)["cases"]
-    files = {path.name for path in directory.iterdir()} - {"manifest.json", "README.md"}
+    files = {path.name for path in directory.iterdir() if not path.name.endswith(".expected.json")} - {"manifest.json", "README.md"}
     assert files == {entry["file"] for entry in cases}
     readme = (directory / "README.md").read_text()
     for entry in cases:
@@ -174,3 +174,62 @@ def test_recorded_llamacpp_python_quirks() -> None:
     assert json.loads(recorded("after-tool-content-empty", RECORDED_PYTHON))["choices"][0]["message"]["content"]
     assert json.loads(recorded("context-overflow", RECORDED_PYTHON))["error"]["code"] == "context_length_exceeded"
     assert recorded("stream-context-overflow", RECORDED_PYTHON) == b""
+
+
+# -- what tiny-agent makes of each recorded body: NAME.expected.json beside it (regenerate: python tests/test_llama_server.py) --
+
+PROFILE_OF = {RECORDED: "llamacpp", RECORDED_PYTHON: "llama-cpp-python"}
+
+
+def outcome(directory: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """The seam's reading of a recorded body under its server's profile, and how the agent settles it."""
+    import msgspec
+
+    from tiny_agent.agent.recovery import RETRYABLE_STATUSES
+    from tiny_agent.agent.settlement import derive, settle_derived
+    from tiny_agent.providers.http import raw_response
+    from tiny_agent.providers.profiles import BUILTIN_PROFILES
+    from tiny_agent.wire.registry import adapter_identity
+    from tiny_agent.wire.seam import Accepted
+
+    (profile,) = [profile for profile in BUILTIN_PROFILES if profile.name == PROFILE_OF[directory]]
+    response = entry["response"]
+    cut = f"broke off: {response['cut']}" if response["cut"] else None
+    raw = raw_response(response["status"], response["headers"].get("content-type"), (directory / entry["file"]).read_bytes(), cut, None)
+    derivation = derive(raw, adapter_identity(profile.api, profile.adapters))
+    seam = derivation.outcome
+    shown: dict[str, Any] = (
+        {"message": msgspec.to_builtins(seam.message), "stopReason": seam.stop_reason}
+        if isinstance(seam, Accepted)
+        else {"rejected": seam.reason}
+    )
+    decided = settle_derived(raw, derivation)
+    message = decided.message
+    if cut or response["status"] in RETRYABLE_STATUSES:
+        settles = "retried while attempts remain; on the last one, stepFailed " + (decided.failure or ("", ""))[0]
+    elif decided.failure is not None:
+        settles = f"stepFailed {decided.failure[0]}"
+    elif message is not None and message.calls:
+        settles = f"an assistant entry with {len(message.calls)} tool call(s)"
+    elif decided.stop_reason == "length":
+        settles = "an assistant entry (cut off); the run fails length_without_calls"
+    elif message is not None and not (message.content or "").strip():
+        settles = "an assistant entry (empty answer); the run fails empty_answer"
+    else:
+        settles = "an assistant entry; the run completes"
+    return {"status": response["status"], "seam": shown, "settles": settles}
+
+
+CASES = [(directory, entry) for directory in PROFILE_OF for entry in recorded_manifest(directory)["cases"]]
+
+
+@pytest.mark.parametrize(("directory", "entry"), CASES, ids=[f"{d.name}/{e['case']}" for d, e in CASES])
+def test_every_recorded_body_gives_its_expected_outcome(directory: Path, entry: dict[str, Any]) -> None:
+    expected = directory / f"{Path(entry['file']).stem}.expected.json"
+    assert json.loads(expected.read_text()) == outcome(directory, entry)
+
+
+if __name__ == "__main__":
+    for folder, case in CASES:
+        text = json.dumps(outcome(folder, case), indent=2, ensure_ascii=False) + "\n"
+        (folder / f"{Path(case['file']).stem}.expected.json").write_text(text)

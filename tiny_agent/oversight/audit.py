@@ -232,7 +232,9 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         )
         if attempt.settled == "compaction":
             _check_summary(attempt, walk.raw_bodies.get(attempt_id), walk.summaries.get(attempt_id))
-    dropped = Counter(path for attempt in attempts if attempt.response for path in _dropped(attempt.response))
+    # What the seam dropped, and what a stream's reassembly did not carry (provider-only members too).
+    responses = [attempt.response for attempt in attempts if attempt.response]
+    dropped = Counter(path for r in responses for path in r.dropped + (r.stream.not_carried if r.stream else []))
     costs = [attempt.response.cost for attempt in attempts if attempt.response and attempt.response.cost is not None]
     return AuditReport(
         path=name,
@@ -252,11 +254,6 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
         mcp=walk.mcp,
         lastRun=outcome_summary(state),
     )
-
-
-def _dropped(response: ResponseAudit) -> list[str]:
-    """What the seam dropped, and what a stream's reassembly did not carry (provider-only members too)."""
-    return response.dropped + (response.stream.not_carried if response.stream is not None else [])
 
 
 class _Walk:
@@ -538,13 +535,8 @@ def _note_missing_response(attempt: AttemptAudit) -> None:
 def _settled_by_an_older_rule(attempt: AttemptAudit, expected: Settlement) -> bool:
     """Journals written before cut-off and empty answers were kept failed the step instead; that is not drift."""
     message, failure = expected.message, attempt.failure or ""
-    return (
-        attempt.settled == "failed"
-        and message is not None
-        and message.tool_calls is UNSET
-        and (expected.stop_reason == "length" or failure.startswith("empty_response:"))
-        and (expected.stop_reason != "length" or failure.startswith("length_without_calls:"))
-    )
+    older = "length_without_calls:" if expected.stop_reason == "length" else "empty_response:"
+    return attempt.settled == "failed" and message is not None and message.tool_calls is UNSET and failure.startswith(older)
 
 
 def _differences(attempt: AttemptAudit, canonical: AssistantMessage | None, expected: Settlement) -> list[str]:

@@ -200,7 +200,7 @@ def test_a_cut_off_answer_is_kept_shown_and_marked(capsys, store, workspace):
     assert code == 1
     assert out == "It is a proj\n"
     assert "cut off by the model's token limit" in err
-    assert "finish the run as failed: the model's answer was cut off" in err and "as completed" not in err
+    assert "finish the run: the answer was cut off by the model's token limit" in err and "as completed" not in err
     path = only_session(store)
     state = read_journal(path)
     assert state.transcript[-1].content == "It is a proj"

@@ -47,12 +47,12 @@ from tiny_agent.agent.recovery import (
     StartStep,
     StartTool,
     blocked_reason,
+    committable,
     explain,
     plan_recovery,
 )
 from tiny_agent.agent.runtime import Policy, Runtime, build_runtime
 from tiny_agent.agent.settlement import settlement, summary_settlement
-from tiny_agent.fold.contract import is_blank
 from tiny_agent.fold.version import PROFILES
 from tiny_agent.journal.facts import CUT_BY_PEER, Fact, RawFact, RawResponse
 from tiny_agent.journal.secrets import redact_bytes
@@ -254,26 +254,13 @@ class Driver:
         if self._unreachable:
             return DriveResult(status="blocked", reason=self._failure, actions=actions, unreachable=True)
         current = self.runtime.current(state)
-        plan = self._committable(plan_recovery(state, msgspec.structs.replace(current, maxAttempts=self._max_attempts())))
+        plan = committable(plan_recovery(state, msgspec.structs.replace(current, maxAttempts=self._max_attempts())), state)
         if type(plan) is Blocked:
             return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
         if not self._settles_own_response(plan):
             self.report(explain(plan, state, verbose=self.verbose))
         self._act(plan)
         return None
-
-    def _committable(self, plan: Plan) -> Plan:
-        """A run cannot complete with an answer cut off by the token limit (session-v2 §18 P5) or an empty one
-        (§9.7): it finishes failed, saying which; the answer stays in the transcript."""
-        if type(plan) is not Finish or plan.completion != "normal" or plan.finalEntryId is UNSET:
-            return plan
-        final = self.state.entries[plan.finalEntryId]
-        content = final.message.content if final.message is not None else None
-        if final.stopReason == "length":
-            return Finish(outcome="failed", error=CUT_OFF)
-        if final.stopReason == "stop" and (content is None or is_blank(content)):
-            return Finish(outcome="failed", error=EMPTY_ANSWER)
-        return plan
 
     def _max_attempts(self) -> int:
         """The attempts the open step may have by the end of this drive (within the journal's limit)."""

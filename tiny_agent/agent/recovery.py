@@ -20,6 +20,7 @@ from msgspec import UNSET, UnsetType
 
 from tiny_agent.agent.compaction import CONTEXT_FULL
 from tiny_agent.agent.configuration import Configuration
+from tiny_agent.fold.contract import is_blank
 from tiny_agent.fold.version import PROFILES
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
 from tiny_agent.journal.state import (
@@ -561,7 +562,18 @@ def _explain_finish(plan: Finish, state: SessionState) -> str:
         return "finish the run as failed: its model step failed"
     if plan.completion is UNSET:
         return "finish the compaction"
-    final = state.entries.get(plan.finalEntryId) if plan.finalEntryId is not UNSET else None
-    if plan.completion == "normal" and final is not None and final.stopReason == "length":
-        return "finish the run as failed: the model's answer was cut off by its token limit"
     return f"finish the run as completed ({plan.completion})"
+
+
+def committable(plan: Plan, state: SessionState) -> Plan:
+    """What the caller commits for ``plan``: a run cannot complete with an answer cut off by the token limit
+    (§18 P5) or an empty one (§9.7), so it finishes failed, saying which; the answer stays in the transcript."""
+    if type(plan) is not Finish or plan.completion != "normal" or plan.finalEntryId is UNSET:
+        return plan
+    final = state.entries[plan.finalEntryId]
+    content = final.message.content if final.message is not None else None
+    if final.stopReason == "length":
+        return Finish(outcome="failed", error=CUT_OFF)
+    if final.stopReason == "stop" and (content is None or is_blank(content)):
+        return Finish(outcome="failed", error=EMPTY_ANSWER)
+    return plan

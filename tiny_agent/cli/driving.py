@@ -104,7 +104,7 @@ def _finish(
 def show_answer(result: DriveResult, display: TerminalDisplay | None) -> None:
     """The final answer on stdout unless the live display printed it already; an empty one is said on stderr."""
     final = result.final
-    if final is not None and not final.strip():
+    if final is not None and not final.strip() and not result.refused:
         progress("(empty answer)")
     elif final is not None and (display is None or display.printed_text.strip() != final.strip()):
         sys.stdout.write(final.rstrip("\n") + "\n")
@@ -364,6 +364,7 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
         CurrentConfiguration,
         StartStep,
         blocked_reason,
+        committable,
         describe_block,
         explain,
         plan_recovery,
@@ -395,6 +396,7 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
         configuration = runtime.configuration_for(state)
         current = runtime.current(state)
     plan = plan_recovery(state, current)
+    plan = plan if current_config is not None else committable(plan, state)  # a fixture's plan as the planner gives it
     why = None
     if isinstance(plan, Blocked):
         why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)

@@ -31,6 +31,7 @@ from tiny_agent.errors import CorruptionError, UsageError
 from tiny_agent.fold import Fold, reduce_chunks
 from tiny_agent.fold import snapshot as snapshots
 from tiny_agent.fold.snapshot import Older, SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
+from tiny_agent.journal.partial import in_memory
 from tiny_agent.journal.state import AppliedEntry, ToolCallState
 from tiny_agent.stores import checkpoints
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
@@ -130,6 +131,17 @@ def test_a_checkpoint_at_any_line_plus_the_rest_is_the_full_fold(name, lean):
             assert outcome(resumed, data[cut:]) == expected, f"cut at byte {cut}"
         if isinstance(expected, bytes):
             assert bookkeeping(resumed) == bookkeeping(full), f"cut at byte {cut}"
+
+
+def test_a_lean_fold_holds_the_entries_of_its_active_context_without_reading_the_older_part():
+    for name, data in JOURNALS.items():
+        for cut in PREFIXES[name]:
+            whole, lean = checkpointed(data, cut), checkpointed(data, cut, lean=True)
+            context = {id(message) for message in whole.state.activeContext}
+            needed = {entry.id for entry in whole.state.entries.values() if id(entry.message) in context}
+            assert needed <= {entry.id for entry in in_memory(lean.state.entries)}, f"{name} cut at byte {cut}"
+            elder = getattr(lean.state.entries, "elder", None)
+            assert elder is None or not elder.loaded
 
 
 TAILS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -24,6 +24,7 @@ from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.errors import UsageError
 from tiny_agent.journal.facts import Fact
+from tiny_agent.journal.partial import in_memory
 from tiny_agent.journal.secrets import remember
 from tiny_agent.journal.state import CompactionOperation, GitState, SentOptions, SessionState
 from tiny_agent.journal.transcript import Message, ToolMessage, UserMessage
@@ -206,7 +207,7 @@ class Runtime:
             messages, tools = state.activeContext, self.toolbox.specs()
             if self.api == "anthropic":
                 # Anthropic asks that a refused turn not be sent back as it was (docs/api-mappings.md).
-                refused = {id(entry.message) for entry in state.entries.values() if entry.stopReason == "refusal"}
+                refused = {id(entry.message) for entry in in_memory(state.entries) if entry.stopReason == "refusal"}
                 messages = [message for message in messages if id(message) not in refused] if refused else messages
             self.sizing.sent = self.fixed_chars() + compaction.size(messages)
         options = RequestOptions(

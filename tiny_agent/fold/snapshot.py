@@ -211,7 +211,7 @@ def restore(snapshot: FoldSnapshot, load: Callable[[], tuple[Older, list[Applied
         extra = snapshot.context_extra
         positions = snapshot.context
         state.activeContext = (
-            list(state.transcript)
+            state.transcript[:]
             if positions is None
             else [state.transcript[at] if at >= 0 else extra[-1 - at] for at in positions]
         )

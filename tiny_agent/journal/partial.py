@@ -36,6 +36,12 @@ def id_index(ids: Iterable[str]) -> bytes:
     return array("q", sorted(-1 if key is None else key >> 1 for key in keys)).tobytes()
 
 
+def in_memory(entries: dict[str, Any]) -> Iterable[Any]:
+    """A dict's values without reading back an older part: all of a plain dict's; of a lean state's ``entries``,
+    the newer part, which holds the entry of every transcript message in the active context."""
+    return dict.values(entries)
+
+
 class Part(Protocol):
     def prepend(self, older: list[Any]) -> None: ...
 

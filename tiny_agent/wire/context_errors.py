@@ -1,11 +1,5 @@
-"""Context-length errors: how each provider says the prompt does not fit, in one table (docs/provider.md lists it).
-
-A response is a context-length error when its error object (``error``, the body itself when it is flat,
-or the upstream body OpenRouter forwards as a string in ``error.metadata.raw``) carries one of a row's
-codes (as ``code`` or ``type``) or one of its message phrases, and the HTTP status is one of the row's.
-Anything else, a byte limit or a per-minute token budget above all, is not: compaction would not help.
-
-Pure: no I/O.
+"""Context-length errors: how each provider says the prompt does not fit, in one table (docs/provider.md lists it
+and the rule).  Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The wire APIs tiny-agent speaks, and the ``adapterIdentity`` that names one (with its adapters).
-
-A fourth API is one subpackage that declares its :class:`~tiny_agent.wire.seam.WireApi`, plus its
-line here (and its name in ``Api``).
+"""The wire APIs tiny-agent speaks (a fourth is one subpackage plus its line here), and ``adapterIdentity``.
 
 Pure: no I/O.
 """
@@ -35,8 +32,6 @@ _REFERENCE_PATTERN: Final = re.compile(r"[a-z0-9-]+@[1-9][0-9]*")
 
 
 class AdapterIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What an ``adapterIdentity`` string says: the wire API and the adapters, with versions."""
-
     api: Api
     adapters: tuple[str, ...]
     """``name@version`` references, in the order they ran."""
@@ -45,8 +40,7 @@ class AdapterIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def adapter_identity(api: Api, adapter_names: Sequence[str]) -> str:
-    """``chat-completions:v1`` with no adapters (what journals held before adapters existed);
-    ``chat-completions:v1+absent-content-is-null@1,content-parts-to-text@1`` with some."""
+    """``chat-completions:v1``, or ``chat-completions:v1+absent-content-is-null@1,content-parts-to-text@1``."""
     base = API[api].identity
     if not adapter_names:
         return base
@@ -57,12 +51,8 @@ def adapter_identity(api: Api, adapter_names: Sequence[str]) -> str:
 
 
 def parse_adapter_identity(identity: str) -> AdapterIdentity:
-    """The API and adapters an identity names; anything not written by this code reads as plain chat.
-
-    ``openrouter:chat-completions:v1`` (the spec's example) and identities that
-    name an adapter or version this code does not have are not recognised:
-    they read as chat with no adapters, and ``recognised`` says so.
-    """
+    """The API and adapters an identity names; anything this code did not write (``openrouter:chat-completions:v1``,
+    an unknown adapter or version) reads as plain chat, not ``recognised``."""
     base, plus, listed = identity.partition("+")
     api = _API_OF_IDENTITY.get(base)
     if api is None:

@@ -1,7 +1,4 @@
-"""What every wire API's request builder returns, and the options they share.
-
-A request is built from the canonical transcript by each API's ``request`` module, a pure
-function; sending it is the provider's job, and so are credentials: a request never holds a secret.
+"""What every wire API's request builder returns, and the options they share: a request never holds a secret.
 
 Pure: no I/O.
 """
@@ -17,7 +14,6 @@ from tiny_agent.journal.tools import ToolSpec
 from tiny_agent.journal.transcript import Message
 
 Messages = Sequence[Message]
-"""The context a request carries: the active context of a valid transcript."""
 Tools = Sequence[ToolSpec]
 
 
@@ -37,22 +33,16 @@ class RequestOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Chat Completions only: an assistant message's null content is sent as ``""`` (``null-content-as-empty``)."""
 
     def choice(self, tools: Tools) -> str | None:
-        """The tool choice to send with these tools (a word of :data:`TOOL_CHOICES`, or a name); None without tools."""
         return self.tool_choice if tools else None
 
 
 PLAIN: Final = RequestOptions()
-"""No cap set, not streamed: a request without options."""
 
 
 class WireRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One request, ready to POST: no secrets in it."""
-
     path: str
     """Appended to the endpoint's base URL, e.g. ``/messages``."""
     body: bytes
-    """The JSON body, compact, UTF-8."""
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     """Non-secret headers this API needs beyond content negotiation (``anthropic-version``)."""
     stream: bool = False
-    """Whether the body asks for an event stream (the provider reads the answer accordingly)."""

@@ -1,11 +1,4 @@
-"""What every wire API shares: the :class:`WireApi` each one declares, the outcome types, and the seam's tools.
-
-A seam rejects first and rebuilds second (docs/normalize.md): :class:`WireApi.normalize` runs one
-API's rules in that order, whatever the API, and returns :class:`Accepted` or :class:`Rejected`.
-The helpers below are the parts that do not depend on the API: the internal rejection signal
-(:class:`Reject`, caught by the seam), how values are worded in one-line reasons, how a usage counter
-is read, the canonical rules every assistant message obeys, strict JSON, the inventory of what a result
-was not built from, and the shape of a reassembled stream.
+"""What every wire API shares: :class:`WireApi`, the outcome types, and the seam's tools (docs/normalize.md).
 
 Pure: no I/O.  Values come from providers: nothing here raises out of a seam, whatever they hold.
 """
@@ -52,18 +45,15 @@ class Accepted(msgspec.Struct, frozen=True):
     dropped: list[str]
     """JSON paths of the members the canonical result was not built from, in document order."""
     finish_reason: str | None
-    """The API's own word for why the answer ended: Chat ``finish_reason``, Anthropic
-    ``stop_reason``, Responses ``status`` (or ``incomplete_details.reason`` when incomplete)."""
+    """The API's own word for why the answer ended (:meth:`Seam.finish_reason`)."""
     response_id: str | None = None
     model: str | None = None
     hosted: list[str] = msgspec.field(default_factory=list)
-    """The calls the provider ran itself (web search, code execution, MCP connectors) and their results,
-    one line each, for audit and view: never sent back, never run by us."""
+    """The provider's own (hosted) tool calls and results, one line each: never sent back, never run by us."""
 
 
 class Rejected(msgspec.Struct, frozen=True):
     reason: str
-    """One line naming the path and the rule broken."""
     usage: Usage
     """What the provider reported before or despite the rejection: paid tokens are ledgered once."""
     derivation: UsageDerivation
@@ -76,23 +66,17 @@ Outcome = Accepted | Rejected
 
 
 class Reassembly(msgspec.Struct, frozen=True):
-    """A stream put back together as the one body the API would have sent whole."""
+    """A stream put back together as the one body the API would have sent whole (docs/normalize.md, "Streams")."""
 
     body: dict[str, Any] | None
-    """The reassembled body; after a problem, what had arrived (its usage still counts); None if nothing had."""
     problem: str | None
-    """Why the stream cannot stand for a response (one line), or None."""
     event_count: int
     """Complete events in the stream (an unfinished last event is not one)."""
     byte_size: int
-    """The stream's size in UTF-8 bytes."""
     not_carried: list[str]
-    """Paths (``events[3].delta``, ``events[0:41]``) of what the body was not built from."""
 
 
 class NormalizedStream(msgspec.Struct, frozen=True):
-    """A stream's seam outcome, and how it was reassembled (for audit)."""
-
     outcome: Outcome
     reassembly: Reassembly
 
@@ -101,15 +85,12 @@ ChangeKind = Literal["added", "removed", "replaced"]
 
 
 class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One rewrite a quirk adapter made, for audit: which adapter, where, and what."""
+    """One rewrite a quirk adapter (``name@version``) made at a path, for audit: what was there and what is now."""
 
     adapter: str
-    """``name@version``."""
     path: str
-    """JSON path in the body, in the seam's notation: ``choices[0].message.content``."""
     kind: ChangeKind
     detail: str
-    """One line: what was there and what is there now."""
 
 
 # -- the protocol ---------------------------------------------------------------
@@ -122,43 +103,32 @@ class Seam(Protocol):
     """One API's seam rules (its ``seam`` module satisfies this)."""
 
     def read_usage(self, body: Any) -> tuple[UsageDerivation, str | None]:
-        """The derivation (unreadable counters count as 0) and the first problem found, from a decoded body (or None)."""
+        """The derivation (unreadable counters count as 0) and the first problem found."""
         ...
 
-    def finish_reason(self, body: dict[str, Any]) -> Any:
-        """The API's own word for why the answer ended (taken when it is a string)."""
-        ...
+    def finish_reason(self, body: dict[str, Any]) -> Any: ...
 
     def answer(self, body: Any) -> tuple[AssistantMessage, StopReason]:
         """The rules, then the rebuilt message: raises :class:`Reject` at the first broken rule."""
         ...
 
-    def dropped_paths(self, body: Any, derivation: Any) -> list[str]:
-        """The paths of an accepted body the message was not built from."""
-        ...
+    def dropped_paths(self, body: Any, derivation: Any) -> list[str]: ...
 
-    def activity(self, body: Any) -> list[str]:
-        """The hosted (server-side) tool calls of an accepted body and their results, one line each."""
-        ...
+    def activity(self, body: Any) -> list[str]: ...
 
 
 class WireApi(msgspec.Struct, frozen=True):
-    """One wire API: everything between the canonical transcript and the bytes, declared once.
-
-    Each API's subpackage declares one; :mod:`tiny_agent.wire.registry` lists them.
-    """
+    """One wire API, declared once by its subpackage; :mod:`tiny_agent.wire.registry` lists them."""
 
     identity: str
     """The ``adapterIdentity`` of a response derived by this API with no adapters (``chat-completions:v1``)."""
     request: RequestBuilder
     seam: Seam
     reassemble: Callable[[bytes | str], Reassembly]
-    """An event stream as the one body the API would have sent whole."""
     adapt: Callable[[Any, Sequence[str]], tuple[Any, list[Change]]] | None = None
     """The quirk adapters (by name) run on a decoded body before the seam; None: this API has none."""
 
     def normalize(self, body: Any) -> Outcome:
-        """The seam: a decoded body in, the canonical message (or a one-line rejection) out."""
         derivation, usage_problem = self.seam.read_usage(body)
         metadata = self._metadata(body)
         try:
@@ -185,7 +155,6 @@ class WireApi(msgspec.Struct, frozen=True):
         return {"finish_reason": finish_reason, "response_id": text_member(body, "id"), "model": text_member(body, "model")}
 
     def normalize_body(self, body: bytes | str) -> Outcome:
-        """Parse a whole response body (strict JSON: no duplicate keys, no lone surrogates) and normalize it."""
         try:
             value = decode_body(body)
         except Reject as rejection:
@@ -193,20 +162,18 @@ class WireApi(msgspec.Struct, frozen=True):
         return self.normalize(value)
 
     def normalize_stream(self, stream: bytes | str) -> NormalizedStream:
-        """Reassemble an event stream once and normalize its body; a rejected stream keeps the usage that arrived."""
         reassembly = self.reassemble(stream)
         if reassembly.problem is None:
             return NormalizedStream(outcome=self.normalize(reassembly.body), reassembly=reassembly)
         return NormalizedStream(outcome=self.stream_rejected(stream, reassembly), reassembly=reassembly)
 
     def stream_rejected(self, stream: bytes | str, reassembly: Reassembly) -> Rejected:
-        """A stream that cannot stand for a response: its problem (led by the format of its first event when that is
-        another API's, :meth:`explained`), with the usage that had arrived."""
+        """Its problem (:meth:`explained` by its first event), with the usage that had arrived."""
         framed = stream_events(stream)
         first = next((event.data for event in framed[0] if event.data != DONE), "") if isinstance(framed, tuple) else ""
         try:
-            value = LineDecoder().decode(first.encode("utf-8", "surrogatepass"))
-        except ProfileViolation:
+            value = parse_json(first, "")
+        except Reject:
             value = None
         return self.rejected(self.explained(reassembly.problem or "", value), reassembly.body)
 
@@ -228,9 +195,7 @@ FORMATS: Final[dict[str, tuple[str, str]]] = {
 
 
 def answered_in(value: Any) -> str | None:
-    """The identity of the API whose shape ``value`` has (a whole body or a stream's first event), by its marks:
-    Chat ``choices`` or ``object: chat.completion(.chunk)``, Anthropic ``type: message(_start)``,
-    Responses ``object: response`` or a ``response.*`` event; None for anything else (an error body)."""
+    """The identity of the API whose marks ``value`` (a body, a stream's first event) has (docs/normalize.md)."""
     if type(value) is not dict:
         return None
     kind, event = value.get("object"), value.get("type")
@@ -257,26 +222,8 @@ class Reject(Exception):
 
 
 def text_member(body: Any, key: str) -> str | None:
-    """A string member of the body, for the outcome's metadata (None when absent or not a string)."""
     value = body.get(key) if type(body) is dict else None
     return value if type(value) is str else None
-
-
-def assistant_message(texts: list[str], calls: list[ToolCall], where: str) -> AssistantMessage:
-    """The canonical message from the text pieces (joined without separator) and the calls, in order.
-
-    With no text, ``content`` is null when there are calls and ``""`` when
-    there are none (the transcript's only two shapes of "nothing said").
-    """
-    seen: set[str] = set()
-    for call in calls:
-        if call.id in seen:
-            raise Reject(f"{where}: tool call id {short(call.id)} repeats an earlier call id")
-        seen.add(call.id)
-    text = "".join(texts)
-    if not calls:
-        return AssistantMessage(content=text)
-    return AssistantMessage(content=text or None, tool_calls=calls)
 
 
 def refusal(message: AssistantMessage, where: str) -> tuple[AssistantMessage, StopReason]:
@@ -288,7 +235,10 @@ def refusal(message: AssistantMessage, where: str) -> tuple[AssistantMessage, St
 
 def rebuild(items: Any, where: str, piece: Callable[[Any, dict[str, Any], str], list[str] | ToolCall | None]) -> AssistantMessage:
     """The canonical message from an array of typed objects (blocks, items): ``piece(type, object, path)``
-    gives each one's texts, its call, or None for one that says nothing the message keeps."""
+    gives each one's texts, its call, or None for one that says nothing the message keeps.
+
+    With no text, ``content`` is null when there are calls and ``""`` when there are none.
+    """
     texts: list[str] = []
     calls: list[ToolCall] = []
     for index, value in enumerate(require_array(items, where)):
@@ -299,7 +249,11 @@ def rebuild(items: Any, where: str, piece: Callable[[Any, dict[str, Any], str], 
             calls.append(found)
         elif found is not None:
             texts.extend(found)
-    return assistant_message(texts, calls, where)
+    for index, call in enumerate(calls):
+        if any(earlier.id == call.id for earlier in calls[:index]):
+            raise Reject(f"{where}: tool call id {short(call.id)} repeats an earlier call id")
+    text = "".join(texts)
+    return AssistantMessage(content=text or None, tool_calls=calls) if calls else AssistantMessage(content=text)
 
 
 def answer_object(body: Any, shown: Callable[[Any], str]) -> dict[str, Any]:
@@ -313,7 +267,6 @@ def answer_object(body: Any, shown: Callable[[Any], str]) -> dict[str, Any]:
 
 
 def require_text(container: dict[str, Any], key: str, where: str) -> str:
-    """A member that must be a non-empty string (an id, a tool name)."""
     value = container.get(key, MISSING)
     if type(value) is not str or not value:
         raise Reject(f"{where}.{key} is {describe(value)} (expected a non-empty string)")
@@ -333,7 +286,6 @@ def require_array(value: Any, where: str) -> list[Any]:
 
 
 def compact_json(value: Any, where: str) -> str:
-    """The compact JSON text of a decoded value: member order kept, non-ASCII written as itself."""
     try:
         return msgspec.json.encode(value).decode("utf-8")
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
@@ -342,10 +294,10 @@ def compact_json(value: Any, where: str) -> str:
         raise Reject(f"{where} cannot be written as JSON text") from None
 
 
-def parse_json(text: str, where: str) -> Any:
+def parse_json(text: str | bytes, where: str) -> Any:
     """Strict JSON (no duplicate keys, no lone surrogates), as the journal reads it."""
     try:
-        return LineDecoder().decode(text.encode("utf-8", "surrogatepass"))
+        return LineDecoder().decode(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
     except ProfileViolation as error:
         raise Reject(f"{where} is not JSON: {error}") from None
 
@@ -355,10 +307,7 @@ def decode_body(body: bytes | str) -> Any:
     data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     if not data.strip():
         raise Reject("response body is empty")
-    try:
-        return LineDecoder().decode(data)
-    except ProfileViolation as error:
-        raise Reject(f"response body is not JSON: {error}") from None
+    return parse_json(data, "response body")
 
 
 def counter(container: dict[str, Any], key: str, where: str, problems: list[str], shown: Shown = "both") -> int:
@@ -376,7 +325,7 @@ def counter(container: dict[str, Any], key: str, where: str, problems: list[str]
 
 
 def member_object(container: Any, key: str, where: str, problems: list[str]) -> dict[str, Any]:
-    """An object member (a usage object, its details); absent or null reads as empty, anything else is a problem."""
+    """Absent or null reads as empty, anything but an object is a problem."""
     value = container.get(key) if type(container) is dict else None
     if value is None:
         return {}
@@ -426,9 +375,7 @@ class EventGrammar(Protocol):
 
     def event(self, value: dict[str, Any], where: str, index: int) -> None: ...
 
-    def body(self, events: int) -> dict[str, Any]:
-        """The whole body, once the stream (of ``events`` complete events) is over."""
-        ...
+    def body(self, events: int) -> dict[str, Any]: ...
 
     def partial_body(self) -> dict[str, Any] | None:
         """After a problem: the body as far as it arrived (its usage is still paid for)."""
@@ -436,10 +383,7 @@ class EventGrammar(Protocol):
 
 
 def reassemble_with(grammar: EventGrammar, stream: bytes | str) -> Reassembly:
-    """An event stream whose events are typed JSON objects (Anthropic, Responses), read by ``grammar``.
-
-    A final ``data: [DONE]`` (which OpenRouter sends) ends the stream and is not one of its events.
-    """
+    """An event stream whose events are typed JSON objects (Anthropic, Responses), read by ``grammar``."""
     framed = stream_events(stream)
     if isinstance(framed, str):
         return Reassembly(body=None, problem=framed, event_count=0, byte_size=len(stream), not_carried=[])
@@ -474,7 +418,6 @@ Shown = Literal["both", "strings", "integers"]
 
 
 def describe(value: Any, shown: Shown = "both") -> str:
-    """How a reason shows a value: ``missing``, a string or an integer as itself, anything else by its kind."""
     if value is MISSING:
         return "missing"
     if type(value) is str and shown != "integers":
@@ -484,22 +427,20 @@ def describe(value: Any, shown: Shown = "both") -> str:
     return kind(value)
 
 
+_KINDS: Final[dict[type, str]] = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    msgspec.Raw: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+}
+
+
 def kind(value: Any) -> str:
-    """``null``, ``a boolean``, ``a number``, ``a string``, ``a list``, ``an object`` (or the type's name)."""
-    if value is None:
-        return "null"
-    value_type = type(value)
-    if value_type is bool:
-        return "a boolean"
-    if value_type is int or value_type is float or value_type is msgspec.Raw:
-        return "a number"
-    if value_type is str:
-        return "a string"
-    if value_type is list:
-        return "a list"
-    if value_type is dict:
-        return "an object"
-    return value_type.__name__
+    return _KINDS.get(type(value)) or type(value).__name__
 
 
 def short(value: Any) -> str:

@@ -1,12 +1,7 @@
 """Server-Sent Events framing: a ``text/event-stream`` body into its events (the rules: docs/normalize.md, "Reassembly").
 
 :class:`SseDecoder` frames bytes as they arrive, in any split (the live view); :func:`parse_events`
-frames a whole body and yields exactly the same events (the journal keeps the bytes, and the pure
-reassembly re-frames them).  ``event:`` is kept, ``id:``, ``retry:`` and comments are ignored; an
-event without ``data:``, or that the body does not finish with a blank line, is no event.  For every
-API, ``data: [DONE]`` is the stream's last event: nothing after it is read.
-
-Pure: no I/O.
+frames a whole body and yields exactly the same events.  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,37 +19,26 @@ DONE: Final = "[DONE]"
 
 class SseEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     data: str
-    """The ``data:`` lines of the event, joined with ``\\n``."""
     event: str | None = None
-    """The ``event:`` field's value, when the event had one."""
 
 
 class SseDecoder:
-    """Incremental framing: ``feed`` bytes in any split, get the events completed so far.
-
-    Bytes that are not UTF-8 are decoded with replacement characters: this
-    decoder serves the live view only, and the journal keeps the exact bytes.
-    """
+    """Incremental framing; bytes that are not UTF-8 are replaced (the live view's: the journal keeps the bytes)."""
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._data: list[str] = []
         self._event: str | None = None
         self._pending: list[str] = []
-        """Text after the last complete line end, in pieces (may end with a lone CR that a LF could still join).
-
-        Kept as pieces and joined only when a line end arrives: a long line fed
-        in small chunks must not be copied again with every chunk."""
+        """Text after the last complete line end, in pieces joined only when a line end arrives (a long line
+        fed in small chunks is not copied again with every chunk); may end with a CR that a LF could still join."""
         self._started = False
-        """Whether the first character has been seen (a byte order mark there is dropped)."""
         self.done = False
-        """Whether ``data: [DONE]`` has been framed (what follows it is not read)."""
 
     def feed(self, data: bytes) -> list[SseEvent]:
         return self.text(self._utf8.decode(data))
 
     def text(self, text: str) -> list[SseEvent]:
-        """Frame decoded text (``feed`` decodes bytes into it)."""
         if self.done:
             return []
         if not self._started and text:
@@ -115,16 +99,12 @@ class SseDecoder:
 
 
 def parse_events(text: str) -> list[SseEvent]:
-    """Every complete event of a whole body, in order, up to and including ``data: [DONE]``."""
     decoder = SseDecoder()
     return decoder.text(text) + decoder.close()
 
 
 def stream_events(stream: bytes | str) -> tuple[list[SseEvent], int] | str:
-    """A whole body's events (as :func:`parse_events`) and its size in bytes; or why it is not text.
-
-    Only the bytes up to ``[DONE]`` need be UTF-8: what follows is not read.
-    """
+    """A whole body's events and its size in bytes; or why it is not text (only bytes up to ``[DONE]`` need be)."""
     if isinstance(stream, str):
         return parse_events(stream), len(stream.encode("utf-8", "surrogatepass"))
     try:
@@ -140,11 +120,7 @@ _SSE_FIELDS: Final = ("data:", "event:", "id:", "retry:", ":")
 
 
 def looks_like_sse(body: str | bytes) -> bool:
-    """Whether a body is an event stream, judged by its content (not its content type).
-
-    A JSON body starts with ``{`` or ``[`` (after whitespace); an event stream's
-    first non-blank line is a field or a comment.
-    """
+    """Whether a body is an event stream, judged by its content (a field or comment first), not its content type."""
     text = body if isinstance(body, str) else body.decode("utf-8", "replace")
     stripped = text.lstrip("\ufeff \t\r\n")
     return stripped.startswith(_SSE_FIELDS)

@@ -1,12 +1,7 @@
 """Anthropic Messages requests from the canonical transcript (the mapping: docs/api-mappings.md).
 
-``system`` is top-level; the conversation is turns that alternate strictly, starting with ``user``.
-An assistant message becomes one turn of ``text`` and ``tool_use`` blocks; a tool message becomes a
-``tool_result`` block in a user turn; consecutive messages of the same role merge into one turn of
-several blocks, in transcript order (which also puts tool results before any text in their turn, as
-the API requires).  ``max_tokens`` is always sent.
-
-Pure: no I/O.
+Same-role neighbours merge into one turn, in transcript order (which also puts tool results before
+any text in their turn, as the API requires).  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -60,8 +55,6 @@ class AnthropicTool(msgspec.Struct, frozen=True):
 
 
 class ToolChoice(msgspec.Struct, frozen=True):
-    """``{"type": "auto" | "any" | "none"}``, or ``{"type": "tool", "name": N}`` for one tool."""
-
     type: str
     name: str | UnsetType = UNSET
 
@@ -70,8 +63,6 @@ _CHOICE_TYPES: Final = {"auto": ("auto",), "none": ("none",), "required": ("any"
 
 
 class MessagesBody(msgspec.Struct, frozen=True, kw_only=True):
-    """The request body; members encode in this order and unset ones are left out."""
-
     model: str
     max_tokens: int
     system: str | UnsetType = UNSET
@@ -82,7 +73,6 @@ class MessagesBody(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def anthropic_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
-    """The ``POST /messages`` request for this context (``messages``: the active context of a valid transcript)."""
     choice = options.choice(tools)
     body = MessagesBody(
         model=model,
@@ -98,7 +88,6 @@ def anthropic_request(model: str, system: str, messages: Messages, tools: Tools,
 
 
 def turns(messages: Sequence[Message]) -> list[Turn]:
-    """The messages as strictly alternating turns: same-role neighbours merge, blockless messages vanish."""
     result: list[Turn] = []
     for message in messages:
         role: Literal["user", "assistant"] = "assistant" if isinstance(message, AssistantMessage) else "user"
@@ -129,11 +118,8 @@ def _blocks(message: Message) -> list[Block]:
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
-    """A call's argument text as the ``input`` object; ``{}`` when the text is not one JSON object.
-
-    Such a call was never run: the loop answered it with the fixed invalidArguments text.  ``{}``
-    keeps the request valid without inventing members the tool's schema does not declare.
-    """
+    """``{}`` when the text is not one JSON object: such a call was never run (the loop answered it with the
+    fixed invalidArguments text), and ``{}`` invents no members the tool's schema does not declare."""
     try:
         value = LineDecoder().decode(arguments.encode("utf-8", "surrogatepass"))
     except ProfileViolation:

@@ -1,6 +1,4 @@
-"""The Anthropic Messages seam: one decoded response in, a canonical assistant message out.
-
-The rules (checked in order) and the rebuild are in docs/normalize.md ("Anthropic: reject first").
+"""The Anthropic Messages seam (the rules, in order: docs/normalize.md, "Anthropic: reject first").
 
 Pure: no I/O.  Never raises for any input.
 """
@@ -33,8 +31,6 @@ from tiny_agent.wire.seam import (
 
 
 class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="anthropic"):
-    """How the ledger's counters were derived from an Anthropic Messages ``usage`` object."""
-
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
@@ -52,10 +48,8 @@ class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
         )
 
     cost: ClassVar[None] = None
-    """Anthropic reports no cost in the body."""
 
     def explain(self) -> str:
-        """``input_tokens 20 = input 20 (cache read 12 and write 0 are counted apart …); output_tokens 5 = output 5``."""
         return (
             f"input_tokens {self.input_tokens} = input {self.input_tokens}"
             f" (nothing subtracted: Anthropic counts cache read {self.cache_read_input_tokens}"
@@ -67,8 +61,7 @@ class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
 _SERVER_TOOLS: Final = ("web_search", "web_fetch", "code_execution", "bash_code_execution", "text_editor_code_execution")
 """The hosted tools a ``server_tool_use`` block may name; each answers with a ``<name>_tool_result`` block."""
 _KNOWN_BLOCKS: Final = "text, tool_use, thinking, redacted_thinking, server_tool_use, mcp_tool_use and their results"
-_KEPT_TEXT: Final = {"type": None, "text": None}
-_KEPT_TOOL_USE: Final = {"type": None, "id": None, "name": None, "input": None}
+_KEPT_BLOCKS: Final = {"text": {"type": None, "text": None}, "tool_use": {"type": None, "id": None, "name": None, "input": None}}
 _KEPT_USAGE: Final = dict.fromkeys(("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
 
 _STOP_REASONS: Final[dict[str, StopReason]] = {
@@ -85,7 +78,6 @@ def finish_reason(body: dict[str, Any]) -> Any:
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
-    """The stop reason is checked before the blocks: refusals and paused turns are not answers."""
     content = _message_content(body)
     stop_reason = _known_stop_reason(body.get("stop_reason", MISSING))
     message = rebuild(content, "content", _block)
@@ -99,7 +91,6 @@ def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
 
 
 def _message_content(body: Any) -> list[Any]:
-    """The content blocks of an assistant message body (an error body is rejected with its message)."""
     if type(body) is not dict:
         raise Reject(f"response is {describe(body)}, not an object")
     body_type = body.get("type", MISSING)
@@ -154,7 +145,6 @@ _RESULTS: Final = frozenset([f"{name}_tool_result" for name in _SERVER_TOOLS] + 
 
 
 def _pair_hosted(content: list[dict[str, Any]]) -> None:
-    """Each hosted result answers an earlier hosted call of its tool (the calls are the provider's, not ours)."""
     expected: dict[str, str] = {}
     for index, block in enumerate(content):
         if block["type"] in ("server_tool_use", "mcp_tool_use"):
@@ -165,7 +155,6 @@ def _pair_hosted(content: list[dict[str, Any]]) -> None:
 
 
 def activity(body: dict[str, Any]) -> list[str]:
-    """Each hosted call with its input, each result in brief, and the requests the provider bills."""
     lines = []
     for block in body["content"]:
         if block["type"] == "server_tool_use":
@@ -203,23 +192,13 @@ def block_text(block: dict[str, Any], where: str) -> str:
 
 
 def read_usage(body: Any) -> tuple[AnthropicUsageDerivation, str | None]:
-    """The derivation (unreadable counters count as 0) and the first problem found, if any."""
     problems: list[str] = []
     usage = member_object(body, "usage", "usage", problems)
     counts = {key: counter(usage, key, f"usage.{key}", problems) for key in _KEPT_USAGE}
     return AnthropicUsageDerivation(**counts), problems[0] if problems else None
 
 
-def dropped_paths(body: dict[str, Any], derivation: object = None) -> list[str]:
-    """The paths of every member of an accepted body the canonical result was not built from."""
-    blocks = [_kept_block(block) for block in body["content"]]
+def dropped_paths(body: dict[str, Any], derivation: object) -> list[str]:
+    blocks = [_KEPT_BLOCKS.get(block["type"], DROPPED) for block in body["content"]]
     shape = {"type": None, "role": None, "content": blocks, "stop_reason": None, "usage": _KEPT_USAGE}
     return unkept_paths(body, shape)
-
-
-def _kept_block(block: dict[str, Any]) -> Any:
-    if block["type"] == "text":
-        return _KEPT_TEXT
-    if block["type"] == "tool_use":
-        return _KEPT_TOOL_USE
-    return DROPPED

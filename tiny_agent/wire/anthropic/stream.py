@@ -1,7 +1,4 @@
-"""Anthropic Messages streams: the events of one ``text/event-stream`` body rebuilt into the message body.
-
-The event grammar, and the choices made where Anthropic's documentation is silent, are in
-docs/normalize.md ("Streams" under Anthropic Messages and OpenAI Responses).
+"""Anthropic Messages streams rebuilt into the message body (the grammar: docs/normalize.md, "Streams").
 
 Pure: no I/O.  Never raises for any input.
 """
@@ -45,7 +42,6 @@ class _OpenBlock:
     def __init__(self, start: dict[str, Any], where: str) -> None:
         self.start = start
         self.where = where
-        """The path of the start's ``content_block``, for reasons."""
         block_type = start.get("type")
         self.kind: BlockKind = "other"
         if block_type == "text" or block_type == "tool_use":
@@ -71,8 +67,6 @@ class _OpenBlock:
 
 
 class _Reassembler:
-    """The Messages event grammar, one event at a time; the first broken rule raises Reject."""
-
     def __init__(self) -> None:
         self.message: dict[str, Any] | None = None
         self.blocks: list[_OpenBlock] = []
@@ -179,7 +173,6 @@ class _Reassembler:
         self.stopped = True
 
     def body(self, events: int) -> dict[str, Any]:
-        """The message with its reassembled content (once message_stop has closed the stream)."""
         if self.message is None or not self.stopped:
             raise Reject(f"stream ended without message_stop (after {events} complete events)")
         body = dict(self.message)
@@ -187,7 +180,6 @@ class _Reassembler:
         return body
 
     def partial_body(self) -> dict[str, Any] | None:
-        """After a problem: the message as far as it arrived, whose usage is still paid for."""
         return None if self.message is None else dict(self.message)
 
 
@@ -201,5 +193,4 @@ def _merged_usage(start: Any, delta: dict[str, Any]) -> dict[str, Any]:
 
 
 def reassemble_anthropic_stream(stream: bytes | str) -> Reassembly:
-    """A Messages event stream as the one body the API would have sent whole."""
     return reassemble_with(_Reassembler(), stream)

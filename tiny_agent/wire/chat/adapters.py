@@ -1,14 +1,6 @@
 """Quirk adapters: small, named, versioned rewrites of a Chat Completions body before the seam (one of a request).
 
-Some providers send bodies that are almost, but not quite, the Chat Completions shape (docs/provider.md
-lists which).  The seam rightly rejects them and stays unchanged: a profile names the adapters its
-provider needs, and they run on the decoded body first.  Every adapter looks only at
-``choices[*].message``, never mutates its input (containers on a changed path are copied), returns the
-new body with a :class:`~tiny_agent.wire.seam.Change` per rewrite, and leaves a shape it does not
-recognise to the seam.  ``name`` is an adapter's current version, ``name@N`` exactly version N; the
-configuration snapshot's ``adapterIdentity`` records the versions (:mod:`tiny_agent.wire.registry`).
-
-Pure: no I/O.
+The rules: docs/provider.md, "Quirk adapters"; containers on a changed path are copied.  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -42,12 +34,9 @@ class Adapter(msgspec.Struct, frozen=True):
 
 
 ADAPTERS: Final[list[Adapter]] = []
-"""Every adapter, in the order declared below (the order :data:`ADAPTER_NAMES` lists them)."""
 
 
 def _adapter(name: str, version: int, summary: str) -> Callable[[MessageRewrite], MessageRewrite]:
-    """Declares a rewrite of one ``choices[i].message`` as the adapter ``name@version``."""
-
     def declare(rewrite: MessageRewrite) -> MessageRewrite:
         ADAPTERS.append(Adapter(name, version, summary, rewrite))
         return rewrite
@@ -168,7 +157,6 @@ def _rewrite_calls(message: dict[str, Any], where: str, ref: str, rewrite: CallR
 
 
 def _arguments_text(call: Any) -> str | None:
-    """The compact JSON text of a call's object ``arguments``; None when there is nothing to rewrite."""
     if type(call) is not dict:
         return None
     function = call.get("function")
@@ -190,7 +178,6 @@ _BY_REFERENCE: Final[dict[str, Adapter]] = {
 
 
 def find_adapter(reference: str) -> Adapter:
-    """The adapter ``name`` (current version) or ``name@N`` (exactly that version)."""
     adapter = _BY_REFERENCE.get(reference)
     if adapter is None:
         raise ConfigError(f"unknown adapter {reference!r} (known: {', '.join(ADAPTER_NAMES)})")
@@ -205,11 +192,9 @@ def is_known_adapter(reference: str) -> bool:
 
 
 def apply(body: Any, adapter_names: Sequence[str]) -> tuple[Any, list[Change]]:
-    """Run the named adapters, in order, on a decoded Chat Completions body.
+    """The body after the named adapters, in order (the same object when unchanged), and every change made.
 
-    Returns the (possibly new) body and every change made.  The input is never
-    mutated; with no change the very same object comes back.  Raises
-    ``ConfigError`` only for an unknown adapter name, never for the body.
+    Raises ``ConfigError`` only for an unknown adapter name, never for the body.
     """
     adapters = [find_adapter(name) for name in adapter_names]
     changes: list[Change] = []
@@ -219,7 +204,6 @@ def apply(body: Any, adapter_names: Sequence[str]) -> tuple[Any, list[Change]]:
 
 
 def _rewrite_messages(body: Any, adapter: Adapter, changes: list[Change]) -> Any:
-    """Apply one adapter to every ``choices[i].message`` object, copying only what changes."""
     if type(body) is not dict:
         return body
     choices = body.get("choices")

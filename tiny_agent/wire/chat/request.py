@@ -1,12 +1,5 @@
-"""Chat Completions requests from the canonical transcript.
-
-The canonical messages already are Chat Completions messages (the transcript
-mirrors this wire format), so the body is the transcript itself behind the
-system prompt: ``{"model", "messages", "tools"}``, byte for byte what the
-agent has always sent, plus ``tool_choice``, ``max_tokens`` and the stream flags when asked.
-Responses are normalized by :mod:`tiny_agent.wire.chat.seam`.
-
-Pure: no I/O.
+"""Chat Completions requests: the canonical messages already are Chat Completions messages, so the body
+is the transcript itself behind the system prompt (docs/api-mappings.md).  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -32,18 +25,13 @@ class NamedFunction(msgspec.Struct, frozen=True):
 
 
 class FunctionChoice(msgspec.Struct, frozen=True, tag_field="type", tag="function"):
-    """``tool_choice`` naming the one function to call: ``{"type": "function", "function": {"name": N}}``."""
-
     function: NamedFunction
 
 
 class ChatBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The request body; members encode in this order and unset ones are left out."""
-
     model: str
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] | UnsetType = UNSET
-    """Each entry is :meth:`ToolSpec.to_wire`, the one definition of a Chat Completions tool."""
     tool_choice: str | FunctionChoice | UnsetType = UNSET
     max_tokens: int | UnsetType = UNSET
     stream: Literal[True] | UnsetType = UNSET
@@ -51,7 +39,6 @@ class ChatBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 def chat_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
-    """The ``POST /chat/completions`` request for this context (the system prompt goes first when non-empty)."""
     choice = options.choice(tools)
     body = ChatBody(
         model=model,

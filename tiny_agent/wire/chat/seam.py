@@ -1,9 +1,6 @@
-"""The Chat Completions seam: one decoded response in, a canonical assistant message out.
+"""The Chat Completions seam (the rules, what is kept and how usage is derived: docs/normalize.md).
 
-The rules, what is kept and what is dropped, and how usage is derived are in docs/normalize.md.
-Nothing malformed is coerced (a list of content parts, an object for ``arguments``, an unknown
-``finish_reason``): that is a rejection, or a quirk adapter's job (:mod:`.adapters`).
-
+Nothing malformed is coerced: that is a rejection, or a quirk adapter's job (:mod:`.adapters`).
 Pure: no I/O.  Never raises for any input.
 """
 
@@ -31,8 +28,6 @@ CacheSource = Literal["prompt_tokens_details.cached_tokens", "prompt_cache_hit_t
 
 
 class ChatUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="chat"):
-    """How the ledger's counters were derived from what a Chat Completions provider reported."""
-
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_read: int = 0
@@ -47,7 +42,6 @@ class ChatUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="cha
         return Usage(input=net_input, output=self.completion_tokens, cacheRead=self.cache_read, cacheWrite=self.cache_write)
 
     def explain(self) -> str:
-        """``prompt_tokens 1200 − cached 800 − write 300 = input 100; completion_tokens 40 = output 40``."""
         usage = self.usage
         clamp = " (clamped at 0)" if self.prompt_tokens - self.cache_read - self.cache_write < 0 else ""
         return (
@@ -62,7 +56,6 @@ def finish_reason(body: dict[str, Any]) -> Any:
 
 
 def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
-    """The first choice's message and stop reason, or a Reject naming the first broken rule."""
     choice = _first_choice(body)
     message = _assistant_message(choice.get("message", MISSING))
     refused = _refusal(choice["message"])
@@ -172,7 +165,6 @@ def _stop_reason(finish_reason: Any, message: AssistantMessage) -> StopReason:
 
 
 def read_usage(body: Any) -> tuple[ChatUsageDerivation, str | None]:
-    """The derivation (unreadable counters count as 0) and the first problem found, if any."""
     problems: list[str] = []
     usage = member_object(body, "usage", "usage", problems)
     prompt = counter(usage, "prompt_tokens", "usage.prompt_tokens", problems, "strings")
@@ -203,7 +195,6 @@ _KEPT_CALL: Final = {"id": None, "type": None, "function": {"name": None, "argum
 
 
 def dropped_paths(body: Any, derivation: ChatUsageDerivation) -> list[str]:
-    """The JSON paths of every member the canonical result was not built from, shallowest first."""
     kept_usage: dict[str, Any] = {"prompt_tokens": None, "completion_tokens": None}
     details: dict[str, Any] = {"cache_write_tokens": None}
     if derivation.cache_read_source == "prompt_tokens_details.cached_tokens":

@@ -1,9 +1,5 @@
-"""Chat Completions streams: the chunks of one ``text/event-stream`` body reassembled into one body.
-
-The journal keeps a streamed response as the exact bytes of its body; this module derives, from those
-bytes alone, the one body a non-streamed request would have returned, which the unchanged seam then
-normalizes.  Audit re-runs the same derivation.  The rules, and the choices made where the issue was
-silent, are docs/normalize.md's "Streams".  :class:`LiveChatView` is the same reassembly seen live.
+"""Chat Completions streams reassembled into the one body a non-streamed request would have returned,
+and :class:`LiveChatView`, the same reassembly seen live (the rules: docs/normalize.md, "Streams").
 
 Pure: no I/O.  Never raises for any input.
 """
@@ -27,23 +23,17 @@ _Where = tuple[str | int, ...]
 
 
 class Reassembled(msgspec.Struct, frozen=True):
-    """A stream reassembled into the body a non-streamed request would have returned."""
-
     body: dict[str, Any]
-    """``{"id", "object": "chat.completion", "model", "choices": [{"index", "message", "finish_reason"}], "usage"}``."""
     chunks: int
     """Data events before ``[DONE]`` (or before the end of the body)."""
     bytes: int
-    """The UTF-8 size of the whole body, comments and keep-alives included."""
     dropped: list[str]
-    """Paths (``chunks[*].…``) of the chunk members reassembly did not carry into the body, deduplicated, first seen first."""
+    """Paths (``chunks[*].…``) of the chunk members reassembly did not carry into the body, first seen first."""
     done: bool
-    """Whether ``data: [DONE]`` arrived."""
 
 
 class StreamRejected(msgspec.Struct, frozen=True):
     reason: str
-    """One line naming the event and the rule broken."""
     chunks: int
     """Data events read, up to and including the one rejected."""
     bytes: int
@@ -55,13 +45,11 @@ StreamOutcome = Reassembled | StreamRejected
 
 
 def reassemble(text: str) -> StreamOutcome:
-    """Reassemble the whole body of one Chat Completions stream."""
     size = len(text.encode("utf-8", "surrogatepass"))
     return reassemble_events(parse_events(text), size)
 
 
 def reassemble_events(events: Iterable[SseEvent], size: int) -> StreamOutcome:
-    """Reassemble a stream from its framed events (``size``: the body's byte count, for the record)."""
     assembler = _Assembler()
     for event in events:
         assembler.push(event)
@@ -86,37 +74,22 @@ def reassembly(stream: bytes | str) -> Reassembly:
 
 
 class ShownText(msgspec.Struct, frozen=True, tag="text"):
-    """A piece of choice 0's text, as it arrived."""
-
     text: str
 
 
 class ShownToolCall(msgspec.Struct, frozen=True, tag="toolCall"):
-    """A tool call of choice 0 whose arguments are complete."""
-
     index: int
     id: str | None
     name: str | None
     arguments: str
-    """The argument text (a non-string value as its JSON text)."""
     revised: bool = False
-    """The call was announced before, and pieces arrived after that (an interleaved stream): this is its final form."""
 
 
 Shown = ShownText | ShownToolCall
 
 
 class LiveChatView:
-    """What a terminal shows while a stream arrives: feed it events, get display events.
-
-    Text deltas of choice 0 are shown as they come (reasoning is not shown).
-    A tool call is announced once its arguments are complete: when a call
-    with a new index starts, or choice 0's ``finish_reason`` arrives, or
-    ``[DONE]``.  In a stream that interleaves calls, a call can receive
-    pieces after a new index started; it is then announced again, complete,
-    at the end, marked ``revised``.  After a rejection nothing more is shown:
-    the journal's reassembly of the raw bytes has the last word.
-    """
+    """What a terminal shows while a stream arrives (docs/normalize.md, "The live view")."""
 
     def __init__(self) -> None:
         self._assembler = _Assembler()
@@ -198,7 +171,7 @@ class _Members(dict[str, Any]):
 
 
 class _Calls(dict[int, _Members]):
-    """A choice's tool calls by their ``index``."""
+    pass
 
 
 class _Choice:
@@ -224,7 +197,6 @@ class _Assembler:
         self._usage: Any = None
         self._choices: dict[int, _Choice] = {}
         self._dropped: dict[str, None] = {}
-        """An ordered set of paths."""
         self._chunk_extras: set[str] = set()
         self._choice_extras: set[str] = set()
         """Members already listed as dropped, so a chunk does not build their paths again."""
@@ -273,7 +245,6 @@ class _Assembler:
         return StreamRejected(reason=reason, chunks=self.chunks, bytes=size, usage=self._usage)
 
     def call_so_far(self, index: int) -> dict[str, Any]:
-        """Choice 0's call ``index`` as accumulated so far (empty when there is none)."""
         choice = self._choices.get(0)
         calls = choice.message.get("tool_calls") if choice is not None else None
         if type(calls) is not _Calls or index not in calls:
@@ -477,7 +448,6 @@ def _finished_choice(index: int, choice: _Choice) -> dict[str, Any]:
 
 
 def _finished(value: Any) -> Any:
-    """An accumulated value as plain JSON: pieces joined, calls listed by index."""
     kind = type(value)
     if kind is _Pieces:
         return "".join(value)
@@ -515,14 +485,8 @@ def _star(where: _Where, key: str) -> str:
 
 
 def _as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if type(value) is str:
-        return value
-    return _json(value)
-
-
-def _json(value: Any) -> str:
+    if value is None or type(value) is str:
+        return value or ""
     try:
         return msgspec.json.encode(value).decode()
     except (TypeError, msgspec.EncodeError, OverflowError, UnicodeDecodeError):

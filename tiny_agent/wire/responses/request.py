@@ -1,12 +1,7 @@
 """OpenAI Responses requests from the canonical transcript (the mapping: docs/api-mappings.md).
 
-The whole active context goes as input items every time, with ``store: false``: the journal is the
-only source of truth, so no server-side state (``previous_response_id``) is ever used.  The system
-prompt is ``instructions``; a user message is a ``message`` item of ``input_text``; an assistant
-message is a ``message`` item of ``output_text`` (when it said anything) followed by one
-``function_call`` item per call; a tool message is a ``function_call_output`` item.
-
-Pure: no I/O.
+The whole active context goes every time, with ``store: false``: the journal is the only source of
+truth, so no server-side state (``previous_response_id``) is ever used.  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -57,14 +52,10 @@ class FunctionTool(msgspec.Struct, frozen=True, tag_field="type", tag="function"
 
 
 class FunctionChoice(msgspec.Struct, frozen=True, tag_field="type", tag="function"):
-    """``tool_choice`` naming the one function to call: ``{"type": "function", "name": N}``."""
-
     name: str
 
 
 class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
-    """The request body; members encode in this order and unset ones are left out."""
-
     model: str
     instructions: str | UnsetType = UNSET
     input: list[InputItem]
@@ -72,12 +63,10 @@ class ResponsesBody(msgspec.Struct, frozen=True, kw_only=True):
     tool_choice: str | FunctionChoice | UnsetType = UNSET
     max_output_tokens: int | UnsetType = UNSET
     store: Literal[False] = False
-    """Always sent: the provider keeps nothing, and no request refers to anything it kept."""
     stream: Literal[True] | UnsetType = UNSET
 
 
 def responses_request(model: str, system: str, messages: Messages, tools: Tools, options: RequestOptions = PLAIN) -> WireRequest:
-    """The ``POST /responses`` request for this context, stateless."""
     choice = options.choice(tools)
     body = ResponsesBody(
         model=model,

@@ -1,6 +1,4 @@
-"""The OpenAI Responses seam: one decoded response in, a canonical assistant message out.
-
-The rules and the rebuild are in docs/normalize.md ("Responses: reject first").
+"""The OpenAI Responses seam (the rules, in order: docs/normalize.md, "Responses: reject first").
 
 Pure: no I/O.  Never raises for any input.
 """
@@ -32,8 +30,6 @@ from tiny_agent.wire.seam import (
 
 
 class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="responses"):
-    """How the ledger's counters were derived from an OpenAI Responses ``usage`` object."""
-
     input_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0
@@ -45,10 +41,8 @@ class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
         return Usage(input=net_input, output=self.output_tokens, cacheRead=self.cached_tokens, cacheWrite=0)
 
     cost: ClassVar[None] = None
-    """The Responses API reports no cost in the body."""
 
     def explain(self) -> str:
-        """``input_tokens 40 − cached 25 = input 15 (Responses counts cached tokens inside input_tokens); …``."""
         usage = self.usage
         clamp = " (clamped at 0)" if self.input_tokens - self.cached_tokens < 0 else ""
         return (
@@ -74,7 +68,6 @@ _KEPT_USAGE: Final = {"input_tokens": None, "input_tokens_details": {"cached_tok
 
 
 def finish_reason(body: dict[str, Any]) -> Any:
-    """``status``, or ``incomplete_details.reason`` when incomplete."""
     status = body.get("status")
     details = body.get("incomplete_details")
     reason = details.get("reason") if type(details) is dict else None
@@ -90,7 +83,7 @@ def answer(body: Any) -> tuple[AssistantMessage, StopReason]:
 
 
 def _truncated(body: Any) -> bool:
-    """Whether a finished answer was cut at the output cap; anything but a finished answer is rejected."""
+    """Whether a finished answer was cut at the output cap (anything else is rejected)."""
     response_object = answer_object(body, describe).get("object", MISSING)
     if response_object != "response":
         raise Reject(f'object is {describe(response_object)} (expected "response")')
@@ -156,7 +149,6 @@ def _tool_call(item: dict[str, Any], where: str) -> ToolCall:
 
 
 def read_usage(body: Any) -> tuple[ResponsesUsageDerivation, str | None]:
-    """The derivation (unreadable counters count as 0) and the first problem found, if any."""
     problems: list[str] = []
     usage = member_object(body, "usage", "usage", problems)
     details = member_object(usage, "input_tokens_details", "usage.input_tokens_details", problems)
@@ -168,8 +160,7 @@ def read_usage(body: Any) -> tuple[ResponsesUsageDerivation, str | None]:
     return derivation, problems[0] if problems else None
 
 
-def dropped_paths(body: dict[str, Any], derivation: object = None) -> list[str]:
-    """The paths of every member of an accepted body the canonical result was not built from."""
+def dropped_paths(body: dict[str, Any], derivation: object) -> list[str]:
     shape = {
         "object": None,
         "status": None,
@@ -190,7 +181,7 @@ def _kept_item(item: dict[str, Any]) -> Any:
 
 
 def activity(body: dict[str, Any]) -> list[str]:
-    """Each hosted item: its type and status, and the members that say what it did (an image by its size only)."""
+    """Each hosted item: its type and status, and the members that say what it did."""
     lines = []
     for item in body["output"]:
         shown = _HOSTED.get(item["type"])

@@ -27,8 +27,6 @@ _TERMINAL_STATUS: Final = {
 
 
 class _Terminal:
-    """What a Responses stream is reduced to: the last response snapshot, and the terminal event's index."""
-
     def __init__(self) -> None:
         self.latest: dict[str, Any] | None = None
         """The most recent ``response`` any event carried (a cut stream's usage comes from it)."""
@@ -68,5 +66,4 @@ class _Terminal:
 
 
 def reassemble_responses_stream(stream: bytes | str) -> Reassembly:
-    """A Responses event stream as the one body its terminal event carries."""
     return reassemble_with(_Terminal(), stream)

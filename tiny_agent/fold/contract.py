@@ -1,15 +1,8 @@
 """The journal contract as data: member sets, enumerations, and one-rule checks.
 
-Pure.  Every closed object of session-v2 (and v3) has its member set here,
-derived from the Struct that writes it (:mod:`tiny_agent.journal.facts`,
-:mod:`tiny_agent.journal.transcript`, :mod:`tiny_agent.journal.state`), so the writer and the
-reader cannot drift apart: adding a member to a fact Struct admits it here.
-The enumerations come from the ``Literal`` types the same way.
-tests/test_schema.py pins all of it to the spec's own lists and to the fast
-path's wire shapes (:mod:`tiny_agent.fold.typed`).
-
-The checks raise :class:`Fault` with the code the contract gives for the
-rule and a one-line reason; the fold adds the line and seq.
+Pure.  Every member set and enumeration is derived from the Struct or ``Literal`` that writes it,
+so the writer and the reader cannot drift apart (tests/test_schema.py pins them to the spec's lists).
+The checks raise :class:`Fault` with the contract's code and a one-line reason; the fold adds the line and seq.
 """
 
 from __future__ import annotations

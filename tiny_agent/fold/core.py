@@ -1,11 +1,7 @@
 """What the fold's rules work over: the reduced state, the books, and the line being folded.
 
-Pure.  A rule is a function of a :class:`FoldCore` and one fact (see
-:class:`tiny_agent.fold.Fold`); it reads and writes ``state`` (the reduced
-state, :mod:`tiny_agent.journal.state`) and ``books`` (the bookkeeping,
-:mod:`tiny_agent.fold.books`), through the few steps here that every concept
-shares: the ID namespace (session-v2 §6), operation lookup (§9.0) and
-appending a message (§8.1).
+Pure.  A rule is a function of a :class:`FoldCore` and one fact; the steps every concept shares are
+here: the ID namespace (session-v2 §6), operation lookup (§9.0) and appending a message (§8.1).
 """
 
 from __future__ import annotations
@@ -147,11 +143,7 @@ class FoldCore:
         attempt_id: str | None = None,
         stop_reason: StopReason | None = None,
     ) -> None:
-        """Apply a message entry that passed every rule; a role-rule ``breach`` fails the line at its end.
-
-        The one message object is shared by the transcript, the active
-        context and the entry's index record.
-        """
+        """Apply a message entry that passed every rule; a role-rule ``breach`` fails the line at its end."""
         state = self.state
         entries = state.entries
         transcript = state.transcript
@@ -175,21 +167,15 @@ def first_pending(run: RunOperation) -> str:
 
 
 def newest(operation: Operation) -> LatestAttempt:
-    """The view of the operation's newest attempt, for a rule that names an open attempt of it.
-
-    Only the newest attempt of an operation can be open (see
-    :class:`~tiny_agent.fold.books.AttemptBook`), so such an operation has a step.
-    """
+    """The operation's newest attempt: only it can be open (:class:`~tiny_agent.fold.books.AttemptBook`)."""
     return cast(LatestAttempt, operation.step)
 
 
 class Sources:
     """The session's messages as compactions name them: their IDs, and the running source digest (§13.3).
 
-    A cache, empty in a fold restored from a snapshot: built from the
-    entries on first use and extended forward, as compactions normally
-    summarise through the newest message, so total work stays linear in the
-    number of messages.
+    A cache, built from the entries on first use and extended forward (compactions normally summarise
+    through the newest message), so total work stays linear in the number of messages.
     """
 
     def __init__(self) -> None:

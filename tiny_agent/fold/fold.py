@@ -62,30 +62,11 @@ from tiny_agent.journal.transcript import AssistantMessage, Usage, UserMessage
 
 
 class Fold(FoldCore):
-    """An incremental reduction of one journal, line by line.
+    """An incremental reduction of one journal: ``apply_header``, then ``apply_line`` for each committed line.
 
-    ``apply_header`` then ``apply_line`` for each committed line, in order.
-    ``state`` is the reduced state so far (advanced in place).  Any
-    :class:`~tiny_agent.errors.CorruptionError` spends the fold: the line that
-    failed may be half applied, so the fold refuses further use; a caller
-    that needs to go on (the writer, after refusing a candidate) starts a new
-    fold.
-
-    Two paths fold a line.  The reference path reads it as untrusted dicts
-    and checks every rule in the contract's order, because the contract
-    reports the *first* rule a fact breaks and structural and semantic rules
-    are interleaved: it is the definition of what the fold accepts and of
-    which error it reports.  The fast path (``fast_path=True``, the default)
-    decodes a line into the shapes of :mod:`tiny_agent.fold.typed` and hands
-    each fact to its kind's fast twin, which applies it only when every rule
-    holds and otherwise leaves it untouched; a fact no twin takes goes to its
-    reference rule as the dict the reference path would have read, a line
-    that fits no shape to the reference path whole.  Twins exist for the
-    facts of every run, where they pay (measured, docs/performance.md); the
-    differential tests (tests/test_fast_path.py) hold both paths alike.
-
-    Linear time: every fact is checked against indexes (sets and dicts keyed
-    by ID), state is updated in place, and nothing earlier is re-read.
+    ``state`` is advanced in place.  Any :class:`~tiny_agent.errors.CorruptionError` spends the fold:
+    the line that failed may be half applied; a caller that needs to go on starts a new fold.  The
+    reference path and the fast path (``fast_path=True``, the default): docs/performance.md, "Design".
     """
 
     __slots__ = ("_line_decoder", "_proven")
@@ -241,11 +222,7 @@ class Fold(FoldCore):
         self._end_transaction(type(facts[-1]) is SealFactWire)
 
     def _transaction(self, value: Any, start: int = 0) -> None:
-        """The reference path: every rule in the contract's order, from fact ``start`` on.
-
-        ``start`` > 0 when the fast path applied the line's first facts (each
-        of which the reference path would have applied the same way).
-        """
+        """The reference path: every rule in the contract's order, from fact ``start`` on (after the fast path's)."""
         if type(value) is list:
             if not value:
                 raise Fault("EMPTY_TRANSACTION", "empty transaction array", with_seq=False)

@@ -1,12 +1,8 @@
-"""Whole journals: bytes in chunks to committed lines to a fold (session-v2 §2).
+"""Whole journals: bytes in chunks to committed lines to a fold (session-v2 §2).  Pure: it takes bytes.
 
-Pure: it takes bytes, it does not read files (:mod:`tiny_agent.stores.journal`
-does).  Only complete lines are folded; bytes after the last LF are the torn
-tail and are never decoded.  The whole-file checks that outrank every
-per-line error (an encoded surrogate anywhere, invalid UTF-8 anywhere) run
-only once a line has failed: a line that msgspec decodes has proven its own
-bytes to be well-formed UTF-8 without surrogates, so a journal whose every
-line decodes needs no separate pass.
+Bytes after the last LF are the torn tail and are never decoded.  The whole-file checks that
+outrank every per-line error (an encoded surrogate or invalid UTF-8 anywhere) run only once a line
+has failed: a line that msgspec decodes has proven its own bytes well-formed.
 """
 
 from __future__ import annotations
@@ -26,12 +22,8 @@ def reduce_bytes(data: bytes) -> SessionState:
 
 
 def reduce_chunks(chunks: Iterable[bytes], fold: Fold | None = None) -> SessionState:
-    """Reduce a journal given as consecutive byte chunks (a file read in pieces).
-
-    Pass ``fold`` to keep folding after the last line (a writer does).  A
-    fold that already holds lines (one restored from a checkpoint) takes the
-    chunks as the journal's bytes after its last line.
-    """
+    """Reduce a journal given as consecutive byte chunks; a ``fold`` passed in (restored from a checkpoint,
+    or a writer's) takes them as the bytes after its last line."""
     splitter = LineSplitter(Fold() if fold is None else fold)
     for chunk in chunks:
         splitter.feed(chunk)
@@ -111,11 +103,7 @@ class LineSplitter:
 
 
 class WholeFileAudit:
-    """After a line failed: the checks that outrank it (session-v2 §2 steps 2-3).
-
-    Every line before ``first_line`` decoded cleanly, so only the bytes from
-    that line to the last LF need looking at.
-    """
+    """After a line failed: the checks that outrank it (session-v2 §2 steps 2-3), from ``first_line`` on."""
 
     def __init__(self, first_line: int) -> None:
         self._line = first_line

@@ -1,25 +1,12 @@
-"""The fast path's shapes of journal lines, derived from the fact Structs that write them.
+"""The fast path's shapes of journal lines, derived from the fact Structs that write them (docs/performance.md).
 
-Pure declarations.  The fast path decodes a line straight into these Structs
-(msgspec checks member types, required and unknown members in C).  A fact's
-shape is its Struct in :mod:`tiny_agent.journal.facts`, made by :func:`shape`:
-a subclass with the same members, read by the same names, whose integers are
-safe non-negative ones and which decodes a line exactly.  Only message entries
-have a shape of their own, :class:`MessageEntry`: the entry Structs share
-``type: "message"`` and differ by role and by which members are present, which
-a tagged union cannot tell apart; and message contents stay ``Raw``, decoded
-one by one (:func:`~tiny_agent.journal.json_profile.decode_text`) so that
-CPython keeps no second, UTF-8 copy of each text.
+Pure declarations.  Only message entries have a shape of their own (:class:`MessageEntry`): the
+entry Structs share ``type: "message"``, which a tagged union cannot tell apart.
 
-A line that does not fit these shapes takes the reference path whole; a fact
-that fits but that no fast rule takes goes to its reference rule as the dict
-the reference path would have read (:func:`builtins_of`).
-
-What the duplicate-key proof of
-:class:`~tiny_agent.journal.json_profile.ProvenLineDecoder` needs of them
-(tests/test_fast_path.py walks every reachable type): no float member; no
-default but UNSET (so a member the line lacks is never encoded); a tag only on
-a Struct decoded as one member of a tagged union.
+What the duplicate-key proof of :class:`~tiny_agent.journal.json_profile.ProvenLineDecoder` needs
+of them (tests/test_fast_path.py walks every reachable type): no float member; no default but UNSET
+(so a member the line lacks is never encoded); a tag only on a Struct decoded as one member of a
+tagged union.
 """
 
 from __future__ import annotations
@@ -45,11 +32,8 @@ S = TypeVar("S", bound=msgspec.Struct)
 def shape(struct: type[S], **members: Any) -> type[S]:
     """``struct`` as the fast path decodes it: a closed, untracked subclass whose only defaults are UNSET.
 
-    ``members`` replaces the type of the members it names.  A default other
-    than UNSET (a writer's convenience: ``seq=0``, ``operationKind="run"``)
-    is dropped, so the member is required; a nested Struct with defaults is
-    shaped too (an UNSET one would do, but the proof's test asks every
-    Struct that has them to omit them).
+    ``members`` replaces the type of the members it names.  A default other than UNSET is dropped (the
+    member is required); a nested Struct with defaults is shaped too (the proof's test asks it).
     """
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for field in msgspec.structs.fields(struct):
@@ -151,13 +135,8 @@ LineWire: Final = line_type(frozenset(FACT_SHAPES))
 
 
 def builtins_of(fact: msgspec.Struct) -> dict[str, Any] | None:
-    """A decoded fact as the dict the reference path reads from its line; None if only the line can say.
-
-    Equal member for member: the line decoded into the shape, which is
-    exact, and the shape writes no member the line lacks.  A message's
-    content is the one member left as ``Raw``; one that is not a string
-    (or null) is left to the reference path, which reads the whole line.
-    """
+    """A decoded fact as the dict the reference path reads from its line; None if only the line can say
+    (a message content, the one ``Raw`` member, that is not a string or null)."""
     value: dict[str, Any] = msgspec.to_builtins(fact, builtin_types=(Raw,))
     if type(fact) is EntryFactWire:
         message = value["entry"]["message"]

@@ -1,13 +1,7 @@
-"""What a journal's header version changes in the fold, in one place.
+"""What a journal's header version changes in the fold, in one place (v3's additions: docs/journal.md).
 
-Pure.  v3 is v2 plus ``raw``, ``mcp`` and ``seal`` facts, a seal at the end of every
-line, transport retries beyond a step's second attempt (session-v3.md), and
-two optional header members linking a session to where it came from
-(``origin``, ``parent``: docs/journal.md), and the configuration snapshot's
-optional ``instructions``, ``requestOptions`` and ``git``, ``compactionStarted``'s optional ``piece``,
-and the ``refusal`` stop reason.
-The fold picks a profile when it reads the header and asks it instead of
-testing the version number, so each difference is named once.
+Pure.  The fold picks a profile when it reads the header and asks it instead of testing the
+version number, so each difference is named once.
 """
 
 from __future__ import annotations

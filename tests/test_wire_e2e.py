@@ -383,6 +383,9 @@ def test_a_refusal_is_the_visible_outcome_of_a_run(capsys, workspace: Path, monk
     assert row["status"] == "refused" and row["reason"].startswith("refused: ")
     assert "→ refusal" in call(capsys, "replay", str(path_))[1]
     assert json.loads(call(capsys, "audit", str(path_), "--json")[1])["drift"] is False
+    assert call(capsys, "view", str(path_), "-o", str(workspace / "view.html"))[0] == 0
+    page = (workspace / "view.html").read_text()
+    assert "(refused)" in page and "answered (refusal)" in page
     code, _, err = call(capsys, "export", "--v2", str(path_), "-o", str(workspace / "v2.jsonl"))
     assert code == 0 and "2 refusal(s), written as stop" in err
     v2 = (workspace / "v2.jsonl").read_text()

@@ -508,6 +508,9 @@ class _Walk:
         operation.finished = at
         operation.outcome = record.outcome
         operation.completion = None if record.completion is UNSET else record.completion
+        last = operation.steps[-1].attempts[-1:] if operation.steps else []
+        if operation.completion == "normal" and last and last[0].audit.stopReason == "refusal":
+            operation.completion = "refused"  # the model declined: its refusal is the run's answer
         if record.error is not UNSET:
             operation.errorCode = record.error.code
             operation.errorMessage = record.error.message

@@ -163,25 +163,21 @@ def activity(body: dict[str, Any]) -> list[str]:
             lines.append(f"mcp {block['server_name']}.{block['name']} {short(block['input'])}")
         elif block["type"] in _RESULTS:
             lines.append(f"  → {block['type']}: {_result(block)}")
-    billed = body.get("usage", {}).get("server_tool_use") if type(body.get("usage")) is dict else None
+    billed = (body.get("usage") or {}).get("server_tool_use")  # an accepted body's usage is an object or null
     if type(billed) is dict and billed:
         lines.append("billed by the provider: " + ", ".join(f"{key} {short(count)}" for key, count in billed.items()))
     return lines
 
 
+_RESULT_WORDS: Final = (("error_code", "error"), ("return_code", "return code"), ("stdout", "stdout"), ("url", "fetched"))
+
+
 def _result(block: dict[str, Any]) -> str:
     content = block.get("content")
-    if block.get("is_error") is True:
-        return "error " + short(content)
-    if type(content) is list:
-        return f"{len(content)} results" if block["type"] != "mcp_tool_result" else short(content)
-    if type(content) is dict and "error_code" in content:
-        return f"error {short(content['error_code'])}"
-    if type(content) is dict and "return_code" in content:
-        return f"return code {short(content['return_code'])}, stdout {short(content.get('stdout'))}"
-    if type(content) is dict and "url" in content:
-        return f"fetched {short(content['url'])}"
-    return short(content)
+    if type(content) is list and block["type"] != "mcp_tool_result":
+        return f"{len(content)} results"
+    shown = [f"{word} {short(content[key])}" for key, word in _RESULT_WORDS if type(content) is dict and key in content]
+    return ("error " if block.get("is_error") is True else "") + (", ".join(shown) or short(content))
 
 
 def block_text(block: dict[str, Any], where: str) -> str:

@@ -267,13 +267,13 @@ class _Assembler:
         error = chunk.get("error")
         if error is not None:
             # An error chunk's usage was paid for too.
-            self._take_usage(chunk.get("usage"))
+            self._usage = self._last(self._usage, chunk.get("usage"), "chunks[*].usage")
             raise Reject(f"provider reported an error: {error_text(error)}")
         for key, value in chunk.items():
             if key == "choices":
                 self._merge_choices(value)
             elif key == "usage":
-                self._take_usage(value)
+                self._usage = self._last(self._usage, value, "chunks[*].usage")
             elif key == "id":
                 self._id = self._first(self._id, value, key)
             elif key == "model":
@@ -290,12 +290,13 @@ class _Assembler:
             self._dropped[f"chunks[*].{key}"] = None
         return current
 
-    def _take_usage(self, usage: Any) -> None:
-        if usage is None:
-            return
-        if self._usage is not None and usage != self._usage:
-            self._dropped["chunks[*].usage"] = None
-        self._usage = usage
+    def _last(self, current: Any, value: Any, path: str) -> Any:
+        """The last non-null value wins; a different earlier one is listed as dropped."""
+        if value is None:
+            return current
+        if current is not None and value != current:
+            self._dropped[path] = None
+        return value
 
     def _merge_choices(self, choices: Any) -> None:
         if choices is None:
@@ -315,10 +316,7 @@ class _Assembler:
                 if key == "delta":
                     self._merge_delta(state, value, position)
                 elif key == "finish_reason":
-                    if value is not None:
-                        if state.finish_reason is not None and value != state.finish_reason:
-                            self._dropped["chunks[*].choices[*].finish_reason"] = None
-                        state.finish_reason = value
+                    state.finish_reason = self._last(state.finish_reason, value, "chunks[*].choices[*].finish_reason")
                 elif key != "index" and key not in self._choice_extras:
                     self._choice_extras.add(key)
                     self._dropped[f"chunks[*].choices[*].{key}"] = None

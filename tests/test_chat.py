@@ -278,3 +278,17 @@ def test_after_an_empty_answer_the_next_line_follows_it(home: Path) -> None:
     (journal,) = (home / "sessions").glob("*.jsonl")
     roles = [type(message).__name__ for message in read_journal(journal).transcript]
     assert roles == ["UserMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]
+
+
+def test_ctrl_c_does_not_make_the_terminal_drop_output_while_the_chat_runs(home: Path) -> None:
+    """Without NOFLSH a ^C discards what the terminal has not shown yet, which can cut a character (``^C�``)."""
+    with LoopbackServer([]) as server:
+        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m"]
+        terminal = Terminal(args, home / "work", _env(home))  # a new pty: NOFLSH off
+        terminal.read_until("› ".encode())
+        during = termios.tcgetattr(terminal.master)[3] & termios.NOFLSH
+        terminal.type("/exit\n")
+        terminal.process.wait(timeout=60)
+        after = termios.tcgetattr(terminal.master)[3] & termios.NOFLSH
+        assert terminal.close() == 0
+    assert (bool(during), after) == (True, 0), "set while the chat runs, and put back"

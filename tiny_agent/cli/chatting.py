@@ -33,11 +33,29 @@ PROMPT: Final = "› "
 def chat(args: Chat) -> None:
     session = _Chat(args.drive, Where(args.stored), start(args.drive, Where(args.stored), args.session, args.continue_))
     progress(f"session {session.handle} · {session.endpoint.name} · {session.endpoint.model} · /help lists the commands")
+    restore = _keep_output_on_interrupt()
     try:
         session.loop()
     finally:
+        restore()
         session.runtime.close()
         session.writer.close()
+
+
+def _keep_output_on_interrupt() -> Callable[[], None]:
+    """Ctrl-C makes a terminal discard the output it has not shown yet (ISIG without NOFLSH): a character our
+    next line was writing could lose its first byte (``^C�``).  NOFLSH while the chat runs; the settings back after."""
+    try:
+        import termios
+    except ImportError:
+        return lambda: None
+    try:
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+        termios.tcsetattr(fd, termios.TCSANOW, [*saved[:3], saved[3] | termios.NOFLSH, *saved[4:]])
+    except (termios.error, OSError, ValueError):  # not a terminal: nothing to keep
+        return lambda: None
+    return lambda: termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class _Chat:

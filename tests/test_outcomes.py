@@ -141,6 +141,7 @@ def test_view_words_the_last_run_as_replay_does(capsys, workspace: Path, name: s
     (words,) = [line.removeprefix("last run: ") for line in replayed.splitlines() if line.startswith("last run: ")]
     page = session_page(build_view(path, handle="h", prices={}))
     assert words.replace("'", "&#x27;").split(" (`tiny-agent audit")[0] in page
+    assert ("(empty answer)" in page) == (name == "empty-answer.json")
 
 
 def msgspec_unset() -> object:

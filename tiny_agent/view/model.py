@@ -375,9 +375,9 @@ class _Walk:
             return
         attempt.ended = at
         message = entry.message
-        if message.content:
+        if message.content or not message.calls:
             limit = DETAIL_CHARS if self.in_full(attempt.number) else PREVIEW_CHARS
-            attempt.answer = clip(message.content, limit)
+            attempt.answer = clip(message.content or "(empty answer)", limit)
         attempt.calls = [call.function.name for call in message.calls]
         if attempt.detail is not None:
             attempt.detail.canonical = msgspec.to_builtins(message)

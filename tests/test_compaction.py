@@ -317,6 +317,18 @@ def test_long_tool_results_are_elided_in_the_summary_request_only(capsys, tmp_pa
     assert any(message.content == readme for message in transcript if message.content), "the journal keeps it whole"
 
 
+def test_a_refusal_is_no_summary(capsys, workspace: Path) -> None:
+    refusal = Reply(body=replies.body({"role": "assistant", "content": None, "refusal": "I can't summarise that."}))
+    with LoopbackServer([replies.answer("one"), replies.answer("two"), refusal]) as server:
+        assert run(capsys, server, prompt="first")[0] == 0
+        assert run(capsys, server, "--continue", prompt="second")[0] == 0
+        path = only_session(workspace)
+        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "0", "--base-url", server.base_url, "--model", "m")
+    assert code == 1 and "the model declined to summarise (a refusal)" in err
+    assert read_journal(path).activeContext[0] == UserMessage(content="first"), "nothing was compacted"
+    assert json.loads(call(capsys, "audit", str(path), "--json")[1])["drift"] is False
+
+
 def test_compact_takes_guidance_for_the_summary(capsys, workspace: Path) -> None:
     model = Summariser()
     with LoopbackServer(model, validate=False) as server:

@@ -172,4 +172,6 @@ def summary_settlement(raw: RawResponse, adapter_identity: str) -> SummarySettle
     if message is None or message.tool_calls is not UNSET or not message.content or is_blank(message.content):
         failure = ("bad_summary", "the summary response has no text, or asks for tools")
         return SummarySettlement(usage=decided.usage, failure=failure)
+    if decided.stop_reason == "refusal":  # its words are no summary of the conversation
+        return SummarySettlement(usage=decided.usage, failure=("bad_summary", "the model declined to summarise (a refusal)"))
     return SummarySettlement(usage=decided.usage, summary=message.content)

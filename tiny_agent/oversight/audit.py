@@ -502,6 +502,11 @@ def _finish_attempt(
     if attempt.failure is not None and attempt.failure.startswith(USAGE_OVERFLOW + ":"):
         attempt.notes.append("failed: the usage it reported would have taken the session's totals past what a journal holds")
         return
+    if attempt.failure is not None and attempt.failure.startswith("bad_summary:"):
+        # A compaction's answer that is no summary (no text, tool calls, a refusal): its rule is the summary's.
+        if summary_settlement(raw.raw, attempt.adapterIdentity).failure is None:
+            attempt.drift.append("today's seam takes this response as a summary but the journal failed the step")
+        return
     if not derivation.recognised:
         identity = attempt.adapterIdentity
         attempt.notes.append(f"adapterIdentity {identity!r} is not one this version wrote: re-derived as plain chat")

@@ -78,8 +78,6 @@ class SessionMisnamed(Misnamed):
             f"{path.name} is named for session {named_id} but its header is session {header_id}; no writer opens it "
             f"(appends meant for one session would land in another): give it a name ending in _{header_id}.jsonl"
         )
-        self.header_id = header_id
-        self.named_id = named_id
 
 
 def cannot_record_responses(path: Path, *, operation_open: bool = True) -> str:

@@ -34,7 +34,6 @@ class SessionLocked(Locked):
     def __init__(self, path: Path, pid: int | None) -> None:
         holder = f"pid {pid}" if pid else "another process"
         super().__init__(f"{path.name} is being written by {holder}; only one writer may hold a session")
-        self.path = path
         self.pid = pid
 
 

@@ -197,7 +197,7 @@ def test_slash_commands(home: Path) -> None:
         terminal.read_until(b"Two.")
         terminal.read_until("› ".encode())
         terminal.type("/compact mention the numbers\n")
-        terminal.read_until(b"compacted: the context went from 4 messages to")
+        terminal.read_until(b"compacted: the model's context went from 4 messages to")
         terminal.read_until("› ".encode())
         terminal.type("/cost\n")
         terminal.read_until(b"cache hit rate")

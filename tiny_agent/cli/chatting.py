@@ -175,7 +175,8 @@ class _Chat:
             self.runtime.compacting = policy
         if result.status == "completed":
             after = len(self.writer.state.activeContext)
-            sys.stdout.write(f"compacted: the context went from {counted(before, 'message')} to {after}\n")
+            went = f"from {counted(before, 'message')} to {after}"
+            sys.stdout.write(f"compacted: the model's context went {went} (a summary and {after - 1} kept)\n")
         elif result.status != "idle":
             self.show(result)
 

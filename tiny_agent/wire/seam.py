@@ -249,9 +249,11 @@ def rebuild(items: Any, where: str, piece: Callable[[Any, dict[str, Any], str], 
             calls.append(found)
         elif found is not None:
             texts.extend(found)
-    for index, call in enumerate(calls):
-        if any(earlier.id == call.id for earlier in calls[:index]):
+    seen: set[str] = set()
+    for call in calls:
+        if call.id in seen:
             raise Reject(f"{where}: tool call id {short(call.id)} repeats an earlier call id")
+        seen.add(call.id)
     text = "".join(texts)
     return AssistantMessage(content=text or None, tool_calls=calls) if calls else AssistantMessage(content=text)
 

@@ -136,9 +136,19 @@ def test_normalize_chat_leaves_a_body_that_is_not_json_to_the_seam():
 )
 def test_every_adapter_leaves_a_well_formed_body_alone(fixture):
     body = body_of(fixture)
-    adapted, changes = apply(body, ADAPTER_NAMES)
+    adapted, changes = apply(body, [name for name in ADAPTER_NAMES if name != "reasoning-apart-from-output"])
     assert adapted is body
     assert changes == []
+
+
+def test_reasoning_apart_from_output_adds_the_reasoning_to_completion_tokens():
+    body = body_of("xai-reasoning")
+    adapted, changes = apply(body, ["reasoning-apart-from-output"])
+    assert adapted["usage"]["completion_tokens"] == 9 + 94 and body["usage"]["completion_tokens"] == 9
+    assert [(change.path, change.detail) for change in changes] == [
+        ("usage.completion_tokens", "9 + reasoning_tokens 94 = 103 (the provider counts reasoning apart from it)")
+    ]
+    assert apply(body_of("openai-stop"), ["reasoning-apart-from-output"])[1] == []  # reasoning_tokens 0: nothing to add
 
 
 def test_which_profile_needs_which_adapters():

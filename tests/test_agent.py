@@ -88,8 +88,9 @@ def test_demo_runs_offline_and_keeps_only_canonical_fields(capsys, store, worksp
     path = only_session(store)
     assert "#3 tool read" in out
     state = read_journal(path)
-    entries = [line for line in path.read_text().splitlines() if '"stopReason"' in line]
-    assert entries and all("reasoning" not in line and "refusal" not in line for line in entries)
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    entries = [json.dumps(fact) for line in lines for fact in line if fact["kind"] == "entry" and "stopReason" in fact["entry"]]
+    assert entries and all("reasoning" not in entry and "refusal" not in entry for entry in entries)
     bodies = [fact.raw.body.encode() for _, fact in raw_facts(path)]
     assert bodies == demo_bodies()
     assert state.sealed

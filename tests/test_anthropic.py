@@ -30,7 +30,7 @@ from tiny_agent.wire.anthropic import API as ANTHROPIC
 from tiny_agent.wire.anthropic.request import API_VERSION, DEFAULT_MAX_TOKENS, anthropic_request, tool_input
 from tiny_agent.wire.anthropic.seam import AnthropicUsageDerivation
 from tiny_agent.wire.request import RequestOptions
-from tiny_agent.wire.seam import Accepted, Rejected
+from tiny_agent.wire.seam import Accepted, NotReported, Rejected
 
 normalize_anthropic = ANTHROPIC.normalize
 normalize_anthropic_body = ANTHROPIC.normalize_body
@@ -229,9 +229,15 @@ def test_usage_maps_without_subtracting_the_cache_counters() -> None:
     assert outcome.derivation.cost is None
 
 
-@pytest.mark.parametrize("usage", [None, {}, {"input_tokens": None, "cache_read_input_tokens": None}])
-def test_absent_or_null_usage_counts_as_zero(usage: Any) -> None:
+@pytest.mark.parametrize("usage", [{}, {"input_tokens": None, "cache_read_input_tokens": None}])
+def test_absent_or_null_counters_count_as_zero(usage: Any) -> None:
     assert _accepted(_body(_text("x"), usage=usage)).usage == Usage()
+
+
+def test_no_usage_object_is_not_reported_not_zero() -> None:
+    outcome = _accepted(_body(_text("x"), usage=None))
+    assert outcome.usage is None
+    assert outcome.derivation.explain().startswith("no usage reported: n/a")
 
 
 def test_a_malformed_counter_rejects_but_the_readable_ones_count() -> None:
@@ -302,7 +308,7 @@ def test_bodies_that_are_not_json(raw: bytes, reason: str) -> None:
     outcome = normalize_anthropic_body(raw)
     assert isinstance(outcome, Rejected)
     assert outcome.reason.startswith(reason)
-    assert isinstance(outcome.derivation, AnthropicUsageDerivation)
+    assert outcome.usage is None and isinstance(outcome.derivation, NotReported)
 
 
 # == the seam: streams ========================================================

@@ -31,7 +31,7 @@ CASES = sorted(path.name[: -len(".expected.json")] for path in WIRE.glob("*.expe
 @pytest.mark.parametrize("name", CASES)
 def test_wire_fixture_gives_its_expected_outcome(capsys, name):
     expected = json.loads((WIRE / f"{name}.expected.json").read_text())
-    code, out, err = call(capsys, "normalize", str(WIRE / f"{name}.json"))
+    code, out, err = call(capsys, "normalize", *expected.get("args", []), str(WIRE / f"{name}.json"))
     assert code == expected["exit"]
     if "stdout" in expected:
         assert json.loads(out) == expected["stdout"]
@@ -94,11 +94,12 @@ def test_normalizes_provider_only_fields_so_the_session_keeps_only_canonical_mes
     assistant = msgspec.to_builtins(state.transcript[-1])
     assert set(assistant) == {"role", "content", "tool_calls"}
     assert set(assistant["tool_calls"][0]) == {"id", "type", "function"}
-    entry_lines = [line for line in path.read_text().splitlines() if '"stopReason"' in line]
-    assert all("reasoning" not in line and "refusal" not in line for line in entry_lines)
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    entries = [json.dumps(fact) for line in lines for fact in line if fact["kind"] == "entry" and "stopReason" in fact["entry"]]
+    assert entries and all("reasoning" not in entry and "refusal" not in entry for entry in entries)
     (raw,) = [fact for _, fact in raw_facts(path)]
     assert raw.raw.body == body
-    assert state.usage == Usage(input=100, output=64, cacheRead=800, cacheWrite=300)
+    assert state.usage == Usage(input=100, output=64, cacheRead=800, cacheWrite=300, reasoning=18)
 
 
 MALFORMED = [
@@ -128,7 +129,7 @@ def test_rejects_malformed_provider_assistant_without_uncaught_exception(tmp_pat
     writer.close()
     state = read_journal(path)
     assert state.operation.step.status == "failed"  # type: ignore[union-attr]
-    assert state.usage == outcome.usage
+    assert state.usage == (outcome.usage or Usage())  # not reported: no usage fact, the totals unchanged
     assert [message["role"] for message in msgspec.to_builtins(state.transcript)] == ["user"]
 
 

@@ -59,7 +59,7 @@ def test_buckets_split_usage_by_day_and_count_runs_by_outcome(tmp_path: Path) ->
     path = two_day_session(tmp_path)
     buckets = usage_buckets(committed_lines(path), "header/model")
     assert buckets == [
-        Bucket(day="2026-08-22", model="test/model", attempts=2, input=112, output=13, cacheRead=54, cacheWrite=0, completed=1),
+        Bucket(day="2026-08-22", model="test/model", attempts=2, reported=2, input=112, output=13, cacheRead=54, cacheWrite=0, completed=1),
         Bucket(day="2026-08-23", model="test/model", attempts=1, open=1),
     ]
     usage = read_journal(path).usage

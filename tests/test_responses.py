@@ -28,7 +28,7 @@ from tiny_agent.wire.request import RequestOptions
 from tiny_agent.wire.responses import API as RESPONSES
 from tiny_agent.wire.responses.request import responses_request
 from tiny_agent.wire.responses.seam import ResponsesUsageDerivation
-from tiny_agent.wire.seam import Accepted, Rejected
+from tiny_agent.wire.seam import Accepted, NotReported, Rejected
 
 normalize_responses = RESPONSES.normalize
 normalize_responses_body = RESPONSES.normalize_body
@@ -218,7 +218,7 @@ def test_usage_subtracts_the_cached_tokens_from_the_input() -> None:
     assert outcome.usage == Usage(input=15, output=9, cacheRead=25, cacheWrite=0)
     assert outcome.derivation == ResponsesUsageDerivation(input_tokens=40, cached_tokens=25, output_tokens=9)
     explained = outcome.derivation.explain()
-    assert explained.startswith("input_tokens 40 − cached 25 = input 15 (Responses counts cached tokens inside input_tokens)")
+    assert explained.startswith("input_tokens 40 − cached 25 − write 0 = input 15 (Responses counts cache reads and writes inside")
     assert outcome.derivation.cost is None
 
 
@@ -229,9 +229,13 @@ def test_input_never_goes_negative() -> None:
     assert "(clamped at 0)" in outcome.derivation.explain()
 
 
-@pytest.mark.parametrize("usage", [None, {}, {"input_tokens": None, "input_tokens_details": None}])
-def test_absent_or_null_usage_counts_as_zero(usage: Any) -> None:
+@pytest.mark.parametrize("usage", [{}, {"input_tokens": None, "input_tokens_details": None}])
+def test_absent_or_null_counters_count_as_zero(usage: Any) -> None:
     assert _accepted(_body(_message(_text("x")), usage=usage)).usage == Usage()
+
+
+def test_no_usage_object_is_not_reported_not_zero() -> None:
+    assert _accepted(_body(_message(_text("x")), usage=None)).usage is None
 
 
 @pytest.mark.parametrize(
@@ -270,7 +274,7 @@ def test_bodies_that_are_not_json() -> None:
         outcome = normalize_responses_body(raw)
         assert isinstance(outcome, Rejected)
         assert outcome.reason.startswith(reason)
-        assert isinstance(outcome.derivation, ResponsesUsageDerivation)
+        assert outcome.usage is None and isinstance(outcome.derivation, NotReported)
 
 
 # == the seam: streams ========================================================

@@ -28,14 +28,14 @@ AFTER_DONE = {
     "openrouter-keep-alive-after-done": ("Sealed and verified.", 64, 4),
     "blank-lines-after-done": ("Done.", 42, 2),
     "invalid-utf8-after-done": ("Ok", 31, 1),
-    "cut-utf8-after-done": ("Verified", 0, 0),
+    "cut-utf8-after-done": ("Verified", None, None),  # no usage chunk: not reported
 }
 
 RESPONSES_DONE = {
     "openrouter-done-after-completed": (
         {"role": "assistant", "content": "The journal keeps every byte the provider sent, so audit can re-run it."},
         "stop",
-        {"input": 96, "output": 14, "cacheRead": 0, "cacheWrite": 0},
+        {"input": 96, "output": 14, "cacheRead": 0, "cacheWrite": 0, "reasoning": 0},
     ),
     "openrouter-function-call-event-lines-done": (
         {
@@ -50,7 +50,7 @@ RESPONSES_DONE = {
             ],
         },
         "toolUse",
-        {"input": 1204, "output": 57, "cacheRead": 0, "cacheWrite": 0},
+        {"input": 1204, "output": 57, "cacheRead": 0, "cacheWrite": 0, "reasoning": 0},
     ),
 }
 
@@ -141,7 +141,8 @@ def test_bytes_after_done_are_ignored(capsys, name: str) -> None:
     content, prompt, completion = AFTER_DONE[name]
     assert code == 0, shown
     assert shown["message"] == {"role": "assistant", "content": content}
-    assert (shown["usage"]["input"], shown["usage"]["output"]) == (prompt, completion)
+    usage = shown["usage"] or {}
+    assert (usage.get("input"), usage.get("output")) == (prompt, completion)
 
 
 @pytest.mark.parametrize("name", sorted(RESPONSES_DONE))

@@ -101,6 +101,6 @@ def check_outcome(outcome: object) -> None:
     else:
         assert outcome.reason
         assert "\n" not in outcome.reason and "\r" not in outcome.reason
-    assert min(msgspec.structs.astuple(outcome.usage)) >= 0
+    assert outcome.usage is None or min(value or 0 for value in msgspec.structs.astuple(outcome.usage)) >= 0
     assert outcome.derivation.usage == outcome.usage
     assert "\n" not in outcome.derivation.explain()

@@ -62,7 +62,8 @@ class Derivation(msgspec.Struct, frozen=True):
 class Settlement(msgspec.Struct, frozen=True):
     """What a response settles its attempt into: an assistant message, or a failure (with its usage)."""
 
-    usage: Usage
+    usage: Usage | None
+    """None when the response reported no usage (no usage fact is written: not zero, not reported)."""
     message: AssistantMessage | None = None
     stop_reason: StopReason | None = None
     failure: tuple[str, str] | None = None
@@ -118,7 +119,7 @@ def settlement(raw: RawResponse, adapter_identity: str) -> Settlement:
 def settle_derived(raw: RawResponse, derivation: Derivation) -> Settlement:
     outcome = derivation.outcome
     if raw.body is UNSET and (derivation.stream is None or derivation.stream.problem is not None):
-        return Settlement(usage=Usage(), failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
+        return Settlement(usage=None, failure=("bad_response", f"HTTP {raw.status}: the response body is not UTF-8 text"))
     if not 200 <= raw.status < 300:
         text = "" if raw.body is UNSET else raw.body
         code = CONTEXT_LENGTH_EXCEEDED if context_error(raw.status, derivation.body, text) else "http_error"
@@ -158,7 +159,7 @@ def _error_detail(body: str, outcome: Outcome) -> str:
 class SummarySettlement(msgspec.Struct, frozen=True):
     """What a compaction's summary response settles into: the summary text, or a failure."""
 
-    usage: Usage
+    usage: Usage | None
     summary: str | None = None
     failure: tuple[str, str] | None = None
 

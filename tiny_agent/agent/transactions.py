@@ -141,7 +141,8 @@ def raw_response(state: SessionState, raw: RawResponse) -> list[Fact]:
     return [RawFact(id="", operationId=step.operationId, attemptId=step.attemptId, raw=raw)]
 
 
-def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: StopReason, usage: Usage) -> list[Fact]:
+def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: StopReason, usage: Usage | None) -> list[Fact]:
+    """``[assistant entry, usage?]``: no usage fact when the response reported none (not reported is not zero)."""
     step = _step(state)
     return [
         EntryFact(
@@ -153,16 +154,20 @@ def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason
                 message=message,
             ),
         ),
-        UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage),
+        *_usage(step, usage),
     ]
 
 
-def usage_overflow(state: SessionState, usage: Usage) -> str | None:
+def _usage(step: LatestAttempt, usage: Usage | None) -> list[Fact]:
+    return [] if usage is None else [UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage)]
+
+
+def usage_overflow(state: SessionState, usage: Usage | None) -> str | None:
     """Why ``usage`` cannot be added to the session's totals (one would pass the largest count a journal
     holds, and the fold would refuse the fact), or None.  A provider's report must not wedge a session."""
     totals = state.usage
-    for field in msgspec.structs.fields(Usage):
-        added, total = getattr(usage, field.name), getattr(totals, field.name)
+    for field in msgspec.structs.fields(Usage) if usage is not None else ():
+        added, total = getattr(usage, field.name) or 0, getattr(totals, field.name) or 0
         if total + added > MAX_SAFE_INTEGER:
             return (
                 f"the provider reported usage.{field.encode_name} {added}, which would take the session's total "
@@ -176,7 +181,7 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
 
     Usage the session's totals cannot take fails the step as ``usage_overflow`` instead, without it.
     """
-    overflow = None if usage is None else usage_overflow(state, usage)
+    overflow = usage_overflow(state, usage)
     if overflow is not None:
         code, message, usage = USAGE_OVERFLOW, overflow, None
     step = _step(state)
@@ -191,9 +196,7 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
             ),
         )
     ]
-    if usage is not None:
-        facts.append(UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage))
-    return facts
+    return facts + _usage(step, usage)
 
 
 def settle(state: SessionState, decided: Settlement) -> tuple[list[Fact], str]:
@@ -369,7 +372,7 @@ def begin_compaction(state: SessionState, cut: Cut, piece: int | None = None) ->
     ]
 
 
-def settle_compaction(state: SessionState, summary: str, usage: Usage) -> list[Fact]:
+def settle_compaction(state: SessionState, summary: str, usage: Usage | None) -> list[Fact]:
     """The compaction entry (its id reserved by ``compactionStarted``) with the retained tail, and the attempt's usage."""
     operation = state.operation
     cut = state.pendingCut
@@ -389,7 +392,7 @@ def settle_compaction(state: SessionState, summary: str, usage: Usage) -> list[F
                 retainedTail=retained,
             ),
         ),
-        UsageFact(id="", operationId=step.operationId, attemptId=step.attemptId, usage=usage),
+        *_usage(step, usage),
     ]
 
 

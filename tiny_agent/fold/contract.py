@@ -92,6 +92,8 @@ OPERATION_FINISHED_KEYS: Final = member_names(facts.OperationFinished)
 
 ERROR_KEYS: Final = member_names(facts.ErrorInfo)
 USAGE_KEYS: Final = member_names(Usage)
+V2_USAGE_KEYS: Final = USAGE_KEYS - {"reasoning"}
+"""The v2 usage object's members, exactly (§10); v3 adds the optional ``reasoning``."""
 V3_SNAPSHOT_KEYS: Final = member_names(ConfigurationSnapshot)
 SNAPSHOT_KEYS: Final = V3_SNAPSHOT_KEYS - {"instructions", "requestOptions", "git"}
 """The v2 snapshot's members, exactly (session-v2 §13.1); v3 adds the optional ``instructions``, ``requestOptions``, ``git``."""
@@ -102,7 +104,7 @@ GIT_KEYS: Final = member_names(GitState)
 RAW_KEYS: Final = member_names(facts.RawResponse)
 
 USAGE_COUNTERS: Final[tuple[str, ...]] = tuple(field.encode_name for field in msgspec.structs.fields(Usage))
-"""The counters in the order the contract checks them (§10): the order of :class:`Usage`'s fields."""
+"""The counters in the order the contract checks them (§10, then v3's optional ``reasoning``): :class:`Usage`'s."""
 
 # -- enumerations, from their Literal types --------------------------------------
 

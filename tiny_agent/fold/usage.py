@@ -44,21 +44,22 @@ def usage_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
     usage = fact.get("usage")
     if type(usage) is not dict:
         fail(INVALID_FACT, "usage is not an object")
-    require_keys(usage, contract.USAGE_KEYS, "usage")
+    require_keys(usage, fold.profile.usage_keys, "usage")
     totals = fold.state.usage
     added: list[int] = []
-    for name, total in zip(
-        contract.USAGE_COUNTERS, (totals.input, totals.output, totals.cacheRead, totals.cacheWrite), strict=True
-    ):
-        value = usage.get(name)
+    for name in contract.USAGE_COUNTERS:
+        if name == "reasoning" and name not in usage:
+            break
+        total, value = getattr(totals, name) or 0, usage.get(name)
         if type(value) is not int or not 0 <= value <= MAX_SAFE_INTEGER:
             fail(INVALID_FACT, f"usage.{name} is not a safe non-negative integer: {show(value)}")
         if total + value > MAX_SAFE_INTEGER:
             fail(INVALID_FACT, f"usage.{name} overflows the session total")
         added.append(total + value)
-    fold.state.usage = Usage(*added)
+    reasoning = added[4] if len(added) > 4 else totals.reasoning
+    fold.state.usage = Usage(added[0], added[1], added[2], added[3], reasoning)
     if has_attempt:
-        _counted(fold, owner_id, Usage(*(usage[name] for name in contract.USAGE_COUNTERS)))
+        _counted(fold, owner_id, Usage(usage["input"], usage["output"], usage["cacheRead"], usage["cacheWrite"]))
 
 
 def fast_usage(fold: FoldCore, fact: UsageFact, fact_id: str) -> bool:
@@ -72,15 +73,11 @@ def fast_usage(fold: FoldCore, fact: UsageFact, fact_id: str) -> bool:
         owner = None if started is None else started.operationId
     if owner != operation_id or operation_id not in books.operations:
         return False
-    totals = fold.state.usage
     usage = fact.usage
-    added = Usage(
-        totals.input + usage.input,
-        totals.output + usage.output,
-        totals.cacheRead + usage.cacheRead,
-        totals.cacheWrite + usage.cacheWrite,
-    )
-    if max(added.input, added.output, added.cacheRead, added.cacheWrite) > MAX_SAFE_INTEGER:
+    if usage.reasoning is not UNSET and fold.profile.version == 2:
+        return False
+    added = fold.state.usage + usage
+    if max(added.input, added.output, added.cacheRead, added.cacheWrite, added.reasoning or 0) > MAX_SAFE_INTEGER:
         return False
     fold.state.usage = added
     if fact.attemptId is not UNSET:

@@ -15,6 +15,8 @@ from tiny_agent.fold.contract import (
     HEADER_KEYS,
     SNAPSHOT_KEYS,
     STOP_REASON_WORDS,
+    USAGE_KEYS,
+    V2_USAGE_KEYS,
     V3_COMPACTION_STARTED_KEYS,
     V3_HEADER_KEYS,
     V3_SNAPSHOT_KEYS,
@@ -39,6 +41,8 @@ class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc
     """The members a ``compactionStarted`` may have (v3 adds the optional ``piece``)."""
     stop_reasons: tuple[StopReason, ...]
     """The stop reasons an assistant entry may have (v3 adds ``refusal``)."""
+    usage_keys: frozenset[str]
+    """The members a usage object may have (v3 adds the optional ``reasoning``)."""
 
 
 V2: Final = VersionProfile(
@@ -50,6 +54,7 @@ V2: Final = VersionProfile(
     snapshot_keys=SNAPSHOT_KEYS,
     compaction_started_keys=COMPACTION_STARTED_KEYS,
     stop_reasons=STOP_REASON_WORDS[:3],
+    usage_keys=V2_USAGE_KEYS,
 )
 
 V3: Final = VersionProfile(
@@ -63,6 +68,7 @@ V3: Final = VersionProfile(
     snapshot_keys=V3_SNAPSHOT_KEYS,
     compaction_started_keys=V3_COMPACTION_STARTED_KEYS,
     stop_reasons=STOP_REASON_WORDS,
+    usage_keys=USAGE_KEYS,
 )
 
 PROFILES: Final[dict[int, VersionProfile]] = {profile.version: profile for profile in (V2, V3)}

@@ -75,15 +75,20 @@ class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True, gc=False):
     input: int = 0
     """Prompt tokens net of cache reads and writes."""
     output: int = 0
+    """Every output token billed, reasoning included."""
     cacheRead: int = 0
     cacheWrite: int = 0
+    reasoning: int | UnsetType = UNSET
+    """v3: the part of ``output`` that was reasoning, where the provider reports it (docs/journal.md)."""
 
     def __add__(self, other: Usage) -> Usage:
+        mine, theirs = self.reasoning, other.reasoning
         return Usage(
-            input=self.input + other.input,
-            output=self.output + other.output,
-            cacheRead=self.cacheRead + other.cacheRead,
-            cacheWrite=self.cacheWrite + other.cacheWrite,
+            self.input + other.input,
+            self.output + other.output,
+            self.cacheRead + other.cacheRead,
+            self.cacheWrite + other.cacheWrite,
+            theirs if mine is UNSET else mine if theirs is UNSET else mine + theirs,
         )
 
     @property

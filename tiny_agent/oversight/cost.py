@@ -73,7 +73,7 @@ def attempt_cost(attempt: AttemptAudit, prices: Mapping[str, ModelSettings]) -> 
     response = attempt.response
     if response is not None and response.cost is not None:
         return Cost(response.cost, sources=("provider",))
-    return price(attempt.usage, attempt.model, prices)
+    return Cost() if attempt.usage is None else price(attempt.usage, attempt.model, prices)  # not reported: never priced
 
 
 def total(costs: Iterable[Cost]) -> Cost:

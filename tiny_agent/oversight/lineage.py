@@ -323,6 +323,7 @@ class Omitted(msgspec.Struct):
     pieces: int = 0
     refusals: int = 0
     silent_refusals: int = 0
+    reasoning: int = 0
 
     def describe(self, lineage: str | None) -> str:
         """One line: what the v2 journal does not hold."""
@@ -339,6 +340,8 @@ class Omitted(msgspec.Struct):
         if self.refusals:
             silent = f"; {self.silent_refusals} without text end their run failed (code refusal)" if self.silent_refusals else ""
             parts.append(f"the stopReason of {self.refusals} refusal(s), written as stop{silent}")
+        if self.reasoning:
+            parts.append(f"the reasoning counter of {self.reasoning} usage fact(s) (its tokens stay in output)")
         if lineage is not None:
             parts.append(f"the header's {lineage}")
         return "left out: " + "; ".join(parts)
@@ -402,7 +405,7 @@ class V2Export:
         if kind == "mcp":
             self.omitted.mcp += 1
             return None
-        if kind == "usage" and "attemptId" in fact:
+        if kind == "usage":
             return self._usage(fact)
         if kind == "entry" and b'"refusal"' in bytes(fact["entry"]):
             return self._refusal(fact)
@@ -458,7 +461,12 @@ class V2Export:
         return {**fact, "record": msgspec.Raw(_encode(record))}
 
     def _usage(self, fact: Members) -> Members:
-        moved = self._moved_to.get(_text(fact["attemptId"]))
+        """A usage fact without v3's ``reasoning`` (part of ``output`` already), on attempt 1 if its attempt is dropped."""
+        usage = _members(fact["usage"])
+        if usage.pop("reasoning", None) is not None:
+            self.omitted.reasoning += 1
+            fact = {**fact, "usage": msgspec.Raw(_encode(usage))}
+        moved = self._moved_to.get(_text(fact["attemptId"])) if "attemptId" in fact else None
         if moved is None:
             return fact
         self.omitted.usage_moved += 1

@@ -149,11 +149,21 @@ def git_summary(commit: str, dirty: bool) -> str:
 
 
 def usage_summary(usage: Usage) -> str:
+    """Session totals: what the responses reported (``n/a`` when none reported any)."""
+    if usage == Usage():
+        return "n/a (no response reported usage)"
     rate = usage.cache_hit_rate
-    hit = "n/a" if rate is None else f"{rate:.1%}"
+    return f"{usage_counts(usage)} · cache hit rate {'n/a' if rate is None else f'{rate:.1%}'}"
+
+
+def usage_counts(usage: Usage | None) -> str:
+    """``input 1,200 · output 40 (reasoning 12) · cache read 800 · cache write 0``, or ``n/a (not reported)``."""
+    if usage is None:
+        return "n/a (not reported)"
+    reasoning = "" if usage.reasoning is UNSET else f" (reasoning {usage.reasoning:,})"
     return (
-        f"input {usage.input:,} · output {usage.output:,} · cache read {usage.cacheRead:,} · "
-        f"cache write {usage.cacheWrite:,} · cache hit rate {hit}"
+        f"input {usage.input:,} · output {usage.output:,}{reasoning} · cache read {usage.cacheRead:,} · "
+        f"cache write {usage.cacheWrite:,}"
     )
 
 

@@ -49,6 +49,8 @@ class Row(msgspec.Struct):
     label: str
     sessions: int = 0
     attempts: int = 0
+    unreported: int = 0
+    """Attempts whose response reported no usage: in no token column and no cost."""
     runs: Runs = msgspec.field(default_factory=Runs)
     input: int = 0
     output: int = 0
@@ -171,6 +173,7 @@ class _Group:
         self.sessions.add(session)
         for bucket in buckets:
             row.attempts += bucket.attempts
+            row.unreported += bucket.attempts - bucket.reported
             row.input += bucket.input
             row.output += bucket.output
             row.cacheRead += bucket.cacheRead
@@ -187,7 +190,8 @@ class _Group:
                 cacheWrite=bucket.cacheWrite - costed.cacheWrite,
             )
             reported = Cost(bucket.cost, sources=("provider",)) if bucket.reports else Cost()
-            self.cost = self.cost + price(usage, bucket.model, prices) + reported
+            priced = price(usage, bucket.model, prices) if bucket.reported > bucket.reports else Cost()  # never price n/a
+            self.cost = self.cost + priced + reported
 
     def finish(self) -> Row:
         row = self.row
@@ -260,6 +264,8 @@ def cost_notes(row: Row) -> Iterator[str]:
     """Where the cost column's figures came from, and which tokens have none."""
     if row.costFrom:
         yield f"cost: {source(row.figure)}"
+    if row.unreported:
+        yield f"usage not reported by {counted(row.unreported, 'model attempt')}: n/a, in no token column and no cost"
     if row.unpriced:
         yield f'no price for {row.unpriced}: their tokens are not in the cost (add [models."NAME"] prices to the config)'
 

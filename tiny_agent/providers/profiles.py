@@ -167,6 +167,8 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
         stream_usage=False,
     ),
     _hosted("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", "https://api.deepseek.com", "deepseek-chat"),
+    # xAI's completion_tokens leave out the reasoning tokens it bills (docs/provider.md, "Reasoning tokens").
+    _hosted("xai", "https://api.x.ai/v1", "XAI_API_KEY", "https://api.x.ai", "grok-4", adapters=("reasoning-apart-from-output",)),
     Profile(
         name="azure",
         api="chat",
@@ -184,10 +186,10 @@ BUILTIN_PROFILES: Final[tuple[Profile, ...]] = (
     ),
     _local("ollama", "http://127.0.0.1:11434/v1", stream_usage=True),
     _local("vllm", "http://127.0.0.1:8000/v1", adapters=("empty-tool-calls-is-none",), stream_usage=True),
-    # llama.cpp's server puts usage in its last chunk unasked and ignores stream_options; both
+    # llama.cpp's server sends stream usage only when asked (fixtures/wire/llamacpp/stream-include-usage.sse); both
     # llama servers answer with the model they loaded whatever the request names ("default").
-    _local("llamacpp", "http://127.0.0.1:8080/v1", adapters=("object-arguments-to-json",), stream_usage=False, model="default"),
-    # llama-cpp-python's server: a null assistant content is an HTTP 500; stream usage is never sent.
+    _local("llamacpp", "http://127.0.0.1:8080/v1", adapters=("object-arguments-to-json",), stream_usage=True, model="default"),
+    # llama-cpp-python's server: a null assistant content is an HTTP 500; stream usage is never sent, asked or not.
     _local(
         "llama-cpp-python", "http://127.0.0.1:8000/v1", adapters=("null-content-as-empty",), stream_usage=False, model="default"
     ),

@@ -29,6 +29,8 @@ class Bucket(msgspec.Struct):
     model: str
     """The model of the attempt (its configuration snapshot); a run counts under its first attempt's model."""
     attempts: int = 0
+    reported: int = 0
+    """Attempts whose response reported usage (the others have no usage fact: not reported, not zero)."""
     input: int = 0
     output: int = 0
     cacheRead: int = 0
@@ -221,8 +223,9 @@ def usage_buckets(lines: Iterator[tuple[int, bytes]], header_model: str) -> list
     return tally.buckets()
 
 
-BUCKETS_VERSION: Final = 2
-"""Of the buckets a database keeps beside a session (2: the costs responses reported); others are made again."""
+BUCKETS_VERSION: Final = 3
+"""Of the buckets a database keeps beside a session (2: the costs responses reported; 3: attempts that reported
+usage); others are made again."""
 
 
 class _Kept(msgspec.Struct):
@@ -268,6 +271,7 @@ class _Tally:
         self.by_key: dict[tuple[str, str], Bucket] = {}
         self.attempt_models: dict[str, str] = {}
         self.attempt_apis: dict[str, str] = {}
+        self.reported: set[str] = set()
         self.costs: dict[str, float] = {}
         """Attempt id -> the cost its response reported, until its usage fact."""
         self.runs: dict[str, tuple[str, str | None]] = {}
@@ -287,6 +291,9 @@ class _Tally:
             bucket.output += usage.output
             bucket.cacheRead += usage.cacheRead
             bucket.cacheWrite += usage.cacheWrite
+            if fact.attemptId and fact.attemptId not in self.reported:
+                self.reported.add(fact.attemptId)
+                bucket.reported += 1
             cost = self.costs.pop(fact.attemptId, None)
             if cost is not None:
                 bucket.reports += 1

@@ -521,7 +521,7 @@ class _Walk:
         for step in operation.steps:
             for attempt in step.attempts:
                 audited = attempt.audit
-                operation.usage = operation.usage + audited.usage
+                operation.usage = operation.usage + (audited.usage or Usage())
                 operation.failedAttempts += audited.settled in ("failed", "aborted")
         numbers = [attempt.number for step in operation.steps for attempt in step.attempts]
         position = numbers[0] if numbers else max(1, len(self.attempt_views))

@@ -8,6 +8,7 @@ from typing import Final
 
 from tiny_agent.oversight.audit import AttemptAudit, ResponseAudit
 from tiny_agent.oversight.cost import cost_text
+from tiny_agent.oversight.render import usage_counts
 from tiny_agent.view.json_html import json_html
 from tiny_agent.view.model import AttemptView, Clip, RawView
 from tiny_agent.view.page import facts_table, text
@@ -111,10 +112,7 @@ def _how(attempt: AttemptView, audited: AttemptAudit) -> str:
             rows.append(("redactions", text(f"{response.redactions} secret occurrence(s) replaced before journaling")))
         if response.incomplete:
             rows.append(("ended early", f'<span class="bad">{text(response.incomplete)}</span>'))
-    usage = audited.usage
-    ledger = f"input {usage.input:,} · output {usage.output:,} · cache read {usage.cacheRead:,}"
-    ledger += f" · cache write {usage.cacheWrite:,}"
-    rows.append(("usage kept", text(ledger)))
+    rows.append(("usage kept", text(usage_counts(audited.usage))))
     rows.append(("cost", text(cost_text(attempt.cost))))
     rows.append(("request", text(f"{audited.requestMessages} messages after the system prompt · {audited.requestDigest}")))
     rows.append(("configuration", text(f"{audited.adapterIdentity} · {audited.configurationDigest}")))

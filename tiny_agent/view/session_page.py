@@ -16,7 +16,7 @@ from typing import Final
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit
 from tiny_agent.oversight.cost import Cost, cost_text, unpriced
-from tiny_agent.oversight.render import compaction_tokens, git_summary, kept_tail, usage_summary
+from tiny_agent.oversight.render import compaction_tokens, git_summary, kept_tail, usage_counts, usage_summary
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView, clip
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
@@ -144,7 +144,7 @@ def _bars(view: SessionView) -> list[Bar]:
     bars = []
     for attempt in view.attempts:
         audited = attempt.audit
-        usage = audited.usage
+        usage = audited.usage or Usage()
         bars.append(
             Bar(
                 key=str(audited.number),
@@ -353,9 +353,7 @@ def _attempt_row(attempt: AttemptView, audited: AttemptAudit, previous: AttemptV
         parts.append(badge("ended early", "failed"))
     if response is not None and response.stream is not None:
         parts.append(badge(f"stream · {response.stream.events} events", "muted"))
-    usage = audited.usage
-    tokens = f"in {usage.input:,} · cache read {usage.cacheRead:,} · cache write {usage.cacheWrite:,} · out {usage.output:,}"
-    parts.append(f'<span class="muted">{text(tokens)} · {text(cost_text(attempt.cost))}</span>')
+    parts.append(f'<span class="muted">{text(usage_counts(audited.usage))} · {text(cost_text(attempt.cost))}</span>')
     if attempt.calls:
         parts.append(f"<span>calls {text(', '.join(attempt.calls))}</span>")
     if audited.failure:

@@ -6,7 +6,7 @@ Pure: no I/O.  Values come from providers: nothing here raises out of a seam, wh
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal, Protocol
+from typing import Any, ClassVar, Final, Literal, Protocol
 
 import msgspec
 
@@ -29,7 +29,9 @@ class UsageDerivation(Protocol):
     """How one API's usage object became the ledger's counters (each API has its own)."""
 
     @property
-    def usage(self) -> Usage: ...
+    def usage(self) -> Usage | None:
+        """The ledger's counters; None when the body reported no usage (not zero: not reported)."""
+        ...
 
     @property
     def cost(self) -> float | None: ...
@@ -37,10 +39,20 @@ class UsageDerivation(Protocol):
     def explain(self) -> str: ...
 
 
+class NotReported(msgspec.Struct, frozen=True, tag_field="api", tag="none"):
+    """A body with no usage object (absent or null), in any API: not reported, never a count of 0."""
+
+    usage: ClassVar[None] = None
+    cost: ClassVar[None] = None
+
+    def explain(self) -> str:
+        return "no usage reported: n/a (the body has no usage object; not a count of 0)"
+
+
 class Accepted(msgspec.Struct, frozen=True):
     message: AssistantMessage
     stop_reason: StopReason
-    usage: Usage
+    usage: Usage | None
     derivation: UsageDerivation
     dropped: list[str]
     """JSON paths of the members the canonical result was not built from, in document order."""
@@ -54,8 +66,8 @@ class Accepted(msgspec.Struct, frozen=True):
 
 class Rejected(msgspec.Struct, frozen=True):
     reason: str
-    usage: Usage
-    """What the provider reported before or despite the rejection: paid tokens are ledgered once."""
+    usage: Usage | None
+    """What the provider reported before or despite the rejection: paid tokens are ledgered once (None: nothing)."""
     derivation: UsageDerivation
     finish_reason: str | None = None
     response_id: str | None = None
@@ -128,8 +140,12 @@ class WireApi(msgspec.Struct, frozen=True):
     adapt: Callable[[Any, Sequence[str]], tuple[Any, list[Change]]] | None = None
     """The quirk adapters (by name) run on a decoded body before the seam; None: this API has none."""
 
+    def read_usage(self, body: Any) -> tuple[UsageDerivation, str | None]:
+        """The body's usage as this API derives it (:class:`NotReported` without a usage object), and its first problem."""
+        return (NotReported(), None) if type(body) is not dict or body.get("usage") is None else self.seam.read_usage(body)
+
     def normalize(self, body: Any) -> Outcome:
-        derivation, usage_problem = self.seam.read_usage(body)
+        derivation, usage_problem = self.read_usage(body)
         metadata = self._metadata(body)
         try:
             message, stop_reason = self.seam.answer(body)
@@ -144,7 +160,7 @@ class WireApi(msgspec.Struct, frozen=True):
 
     def rejected(self, reason: str, body: Any = None) -> Rejected:
         """A rejection that still ledgers the usage ``body`` (what had arrived) reports."""
-        derivation, _ = self.seam.read_usage(body)
+        derivation, _ = self.read_usage(body)
         return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **self._metadata(body))
 
     def _metadata(self, body: Any) -> dict[str, Any]:
@@ -324,6 +340,22 @@ def counter(container: dict[str, Any], key: str, where: str, problems: list[str]
         problems.append(f"{where} is {value}, beyond the largest count the journal can hold")
         return 0
     return value
+
+
+def reasoning_part(source: str, tokens: int | None) -> str:
+    """``; reasoning_tokens 196 = reasoning 196 (part of output)``, or nothing when none was reported."""
+    return "" if tokens is None else f"; {source} {tokens} = reasoning {tokens} (part of output)"
+
+
+def reported_cost(usage: dict[str, Any]) -> float | None:
+    """The cost a provider reports in its usage (OpenRouter's ``usage.cost``), kept for audit, never added up."""
+    cost = usage.get("cost")
+    return float(cost) if isinstance(cost, int | float) and type(cost) is not bool else None
+
+
+def optional_counter(container: dict[str, Any], key: str, where: str, problems: list[str]) -> int | None:
+    """A counter that may be unreported: None when absent or null, else as :func:`counter` reads it."""
+    return None if container.get(key) is None else counter(container, key, where, problems)
 
 
 def member_object(container: Any, key: str, where: str, problems: list[str]) -> dict[str, Any]:

@@ -20,9 +20,10 @@ from tiny_agent.stores.files.disk import NotAJournal, file_chunks, file_holder, 
 from tiny_agent.stores.listing import Listed, ReportEntry, Summary, failed_summary, listed_row, summary_of, usage_buckets
 
 INDEX_NAME: Final = ".tiny-agent-index.json"
-INDEX_VERSION: Final = 7
+INDEX_VERSION: Final = 8
 """3: usage and runs per day and model (``buckets``); 4: how the last run ended; 5: ``origin``, ``parent``;
-6: ``usage`` as one object, and a corrupt journal's intact header; 7: the costs responses reported."""
+6: ``usage`` as one object, and a corrupt journal's intact header; 7: the costs responses reported;
+8: the attempts that reported usage."""
 TAIL_BYTES: Final = 4096
 
 

@@ -35,26 +35,25 @@ class AnthropicUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cache_creation: tuple[tuple[str, int], ...] = ()
+    """The cache writes by lifetime (``ephemeral_5m_input_tokens``, ``ephemeral_1h_input_tokens``), when reported."""
 
     @property
     def usage(self) -> Usage:
         # Anthropic reports cache reads and writes beside input_tokens, not inside
         # it, so input_tokens already is the ledger's net input.
-        return Usage(
-            input=self.input_tokens,
-            output=self.output_tokens,
-            cacheRead=self.cache_read_input_tokens,
-            cacheWrite=self.cache_creation_input_tokens,
-        )
+        return Usage(self.input_tokens, self.output_tokens, self.cache_read_input_tokens, self.cache_creation_input_tokens)
 
     cost: ClassVar[None] = None
 
     def explain(self) -> str:
+        split = ", ".join(f"{name} {count}" for name, count in self.cache_creation)
         return (
             f"input_tokens {self.input_tokens} = input {self.input_tokens}"
             f" (nothing subtracted: Anthropic counts cache read {self.cache_read_input_tokens}"
             f" and cache write {self.cache_creation_input_tokens} apart from input_tokens);"
             f" output_tokens {self.output_tokens} = output {self.output_tokens}"
+            + (f"; cache write {self.cache_creation_input_tokens}, by lifetime: {split}" * bool(self.cache_creation_input_tokens))
         )
 
 
@@ -62,7 +61,8 @@ _SERVER_TOOLS: Final = ("web_search", "web_fetch", "code_execution", "bash_code_
 """The hosted tools a ``server_tool_use`` block may name; each answers with a ``<name>_tool_result`` block."""
 _KNOWN_BLOCKS: Final = "text, tool_use, thinking, redacted_thinking, server_tool_use, mcp_tool_use and their results"
 _KEPT_BLOCKS: Final = {"text": {"type": None, "text": None}, "tool_use": {"type": None, "id": None, "name": None, "input": None}}
-_KEPT_USAGE: Final = dict.fromkeys(("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+_COUNTERS: Final = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_KEPT_USAGE: Final = {**dict.fromkeys(_COUNTERS), "cache_creation": None}
 
 _STOP_REASONS: Final[dict[str, StopReason]] = {
     "end_turn": "stop",
@@ -190,8 +190,10 @@ def block_text(block: dict[str, Any], where: str) -> str:
 def read_usage(body: Any) -> tuple[AnthropicUsageDerivation, str | None]:
     problems: list[str] = []
     usage = member_object(body, "usage", "usage", problems)
-    counts = {key: counter(usage, key, f"usage.{key}", problems) for key in _KEPT_USAGE}
-    return AnthropicUsageDerivation(**counts), problems[0] if problems else None
+    counts: dict[str, Any] = {key: counter(usage, key, f"usage.{key}", problems) for key in _COUNTERS}
+    split = member_object(usage, "cache_creation", "usage.cache_creation", problems)
+    ttl = tuple((key, counter(split, key, f"usage.cache_creation.{key}", problems)) for key in split)
+    return AnthropicUsageDerivation(**counts, cache_creation=ttl), problems[0] if problems else None
 
 
 def dropped_paths(body: dict[str, Any], derivation: object) -> list[str]:

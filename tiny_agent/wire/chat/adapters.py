@@ -1,6 +1,7 @@
 """Quirk adapters: small, named, versioned rewrites of a Chat Completions body before the seam (one of a request).
 
-The rules: docs/provider.md, "Quirk adapters"; containers on a changed path are copied.  Pure: no I/O.
+The rules: docs/provider.md, "Quirk adapters" (``reasoning-apart-from-output`` rewrites ``usage``, the others
+messages); containers on a changed path are copied.  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -137,6 +138,31 @@ def _null_content_as_empty(message: dict[str, Any], where: str, ref: str) -> tup
 EMPTY_CONTENT: Final = ADAPTERS[-1].reference
 
 
+@_adapter("reasoning-apart-from-output", 1, "usage: reasoning_tokens are added to completion_tokens, which exclude them (xAI)")
+def _reasoning_apart_from_output(message: dict[str, Any], where: str, ref: str) -> tuple[dict[str, Any], list[Change]]:
+    """Messages pass as they are: :func:`_reasoning_into_output` rewrites the usage."""
+    return message, []
+
+
+REASONING_APART: Final = ADAPTERS[-1]
+
+
+def _reasoning_into_output(body: Any, ref: str, changes: list[Change]) -> Any:
+    """``usage.completion_tokens`` plus ``completion_tokens_details.reasoning_tokens``: what the provider billed as output."""
+    usage = body.get("usage") if type(body) is dict else None
+    if type(usage) is not dict:
+        return body
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if type(details) is dict else None
+    completion = usage.get("completion_tokens")
+    if type(reasoning) is not int or type(completion) is not int or reasoning <= 0 or completion < 0:
+        return body
+    total = completion + reasoning
+    detail = f"{completion} + reasoning_tokens {reasoning} = {total} (the provider counts reasoning apart from it)"
+    changes.append(Change(ref, "usage.completion_tokens", "replaced", detail))
+    return {**body, "usage": {**usage, "completion_tokens": total}}
+
+
 def _rewrite_calls(message: dict[str, Any], where: str, ref: str, rewrite: CallRewriter) -> tuple[dict[str, Any], list[Change]]:
     calls = message.get("tool_calls")
     if type(calls) is not list:
@@ -199,7 +225,10 @@ def apply(body: Any, adapter_names: Sequence[str]) -> tuple[Any, list[Change]]:
     adapters = [find_adapter(name) for name in adapter_names]
     changes: list[Change] = []
     for adapter in adapters:
-        body = _rewrite_messages(body, adapter, changes)
+        if adapter is REASONING_APART:
+            body = _reasoning_into_output(body, adapter.reference, changes)
+        else:
+            body = _rewrite_messages(body, adapter, changes)
     return body, changes
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, StopReason, ToolCall, Usage
 from tiny_agent.wire.seam import (
@@ -19,7 +20,10 @@ from tiny_agent.wire.seam import (
     describe,
     kind,
     member_object,
+    optional_counter,
+    reasoning_part,
     refusal,
+    reported_cost,
     short,
     unkept_paths,
 )
@@ -35,11 +39,14 @@ class ChatUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="cha
     cache_write: int = 0
     cost: float | None = None
     """Provider-reported cost, when the provider reports one (kept for audit, not in the ledger)."""
+    reasoning: int | None = None
+    """``completion_tokens_details.reasoning_tokens``, when reported (part of ``completion_tokens``)."""
 
     @property
     def usage(self) -> Usage:
         net_input = max(0, self.prompt_tokens - self.cache_read - self.cache_write)
-        return Usage(input=net_input, output=self.completion_tokens, cacheRead=self.cache_read, cacheWrite=self.cache_write)
+        reasoning = UNSET if self.reasoning is None else self.reasoning
+        return Usage(net_input, self.completion_tokens, self.cache_read, self.cache_write, reasoning)
 
     def explain(self) -> str:
         usage = self.usage
@@ -47,6 +54,7 @@ class ChatUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag="cha
         return (
             f"prompt_tokens {self.prompt_tokens} − cached {self.cache_read} − write {self.cache_write}"
             f" = input {usage.input}{clamp}; completion_tokens {self.completion_tokens} = output {usage.output}"
+            + reasoning_part("completion_tokens_details.reasoning_tokens", self.reasoning)
         )
 
 
@@ -179,23 +187,29 @@ def read_usage(body: Any) -> tuple[ChatUsageDerivation, str | None]:
         cache_read = counter(usage, "prompt_cache_hit_tokens", "usage.prompt_cache_hit_tokens", problems, "strings")
         source = "prompt_cache_hit_tokens"
     write = counter(details, "cache_write_tokens", "usage.prompt_tokens_details.cache_write_tokens", problems, "strings")
-    cost = usage.get("cost")
+    output_details = member_object(usage, "completion_tokens_details", "usage.completion_tokens_details", problems)
     derivation = ChatUsageDerivation(
         prompt_tokens=prompt,
         completion_tokens=completion,
         cache_read=cache_read,
         cache_read_source=source,
         cache_write=write,
-        cost=float(cost) if isinstance(cost, int | float) and type(cost) is not bool else None,
+        cost=reported_cost(usage),
+        reasoning=optional_counter(output_details, "reasoning_tokens", REASONING, problems),
     )
     return derivation, problems[0] if problems else None
 
 
+REASONING: Final = "usage.completion_tokens_details.reasoning_tokens"
 _KEPT_CALL: Final = {"id": None, "type": None, "function": {"name": None, "arguments": None}}
 
 
-def dropped_paths(body: Any, derivation: ChatUsageDerivation) -> list[str]:
+def dropped_paths(body: Any, derivation: Any) -> list[str]:
+    if not isinstance(derivation, ChatUsageDerivation):  # no usage object: nothing of it to list
+        derivation = ChatUsageDerivation()
     kept_usage: dict[str, Any] = {"prompt_tokens": None, "completion_tokens": None}
+    if derivation.reasoning is not None:
+        kept_usage["completion_tokens_details"] = {"reasoning_tokens": None}
     details: dict[str, Any] = {"cache_write_tokens": None}
     if derivation.cache_read_source == "prompt_tokens_details.cached_tokens":
         details["cached_tokens"] = None

@@ -5,7 +5,7 @@ Pure: no I/O.  Never raises for any input.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET
@@ -19,8 +19,11 @@ from tiny_agent.wire.seam import (
     counter,
     describe,
     member_object,
+    optional_counter,
+    reasoning_part,
     rebuild,
     refusal,
+    reported_cost,
     require_array,
     require_object,
     require_text,
@@ -33,22 +36,27 @@ class ResponsesUsageDerivation(msgspec.Struct, frozen=True, tag_field="api", tag
     input_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning: int | None = None
+    """``output_tokens_details.reasoning_tokens``, when reported (part of ``output_tokens``)."""
+    cost: float | None = None
+    """Provider-reported cost (OpenRouter's ``usage.cost``), kept for audit, not in the ledger."""
 
     @property
     def usage(self) -> Usage:
-        # Responses counts cached tokens inside input_tokens; the ledger's input is net of them.
-        net_input = max(0, self.input_tokens - self.cached_tokens)
-        return Usage(input=net_input, output=self.output_tokens, cacheRead=self.cached_tokens, cacheWrite=0)
-
-    cost: ClassVar[None] = None
+        # Responses counts cached (and, where reported, cache-write) tokens inside input_tokens; the ledger's input is net.
+        net_input = max(0, self.input_tokens - self.cached_tokens - self.cache_write_tokens)
+        reasoning = UNSET if self.reasoning is None else self.reasoning
+        return Usage(net_input, self.output_tokens, self.cached_tokens, self.cache_write_tokens, reasoning)
 
     def explain(self) -> str:
         usage = self.usage
-        clamp = " (clamped at 0)" if self.input_tokens - self.cached_tokens < 0 else ""
+        clamp = " (clamped at 0)" if self.input_tokens - self.cached_tokens - self.cache_write_tokens < 0 else ""
         return (
-            f"input_tokens {self.input_tokens} − cached {self.cached_tokens} = input {usage.input}{clamp}"
-            f" (Responses counts cached tokens inside input_tokens);"
-            f" output_tokens {self.output_tokens} = output {usage.output}; cache write 0 (Responses reports none)"
+            f"input_tokens {self.input_tokens} − cached {self.cached_tokens} − write {self.cache_write_tokens}"
+            f" = input {usage.input}{clamp} (Responses counts cache reads and writes inside input_tokens);"
+            f" output_tokens {self.output_tokens} = output {usage.output}"
+            + reasoning_part("output_tokens_details.reasoning_tokens", self.reasoning)
         )
 
 
@@ -64,7 +72,13 @@ _HOSTED: Final = {
 _KNOWN_ITEMS: Final = f"message, function_call, reasoning, {', '.join(_HOSTED)}"
 _KEPT_PARTS: Final = {"output_text": {"type": None, "text": None}, "refusal": {"type": None, "refusal": None}}
 _KEPT_CALL: Final = {"type": None, "call_id": None, "name": None, "arguments": None}
-_KEPT_USAGE: Final = {"input_tokens": None, "input_tokens_details": {"cached_tokens": None}, "output_tokens": None}
+_KEPT_USAGE: Final = {
+    "input_tokens": None,
+    "input_tokens_details": {"cached_tokens": None, "cache_write_tokens": None},
+    "output_tokens": None,
+    "output_tokens_details": {"reasoning_tokens": None},
+    "cost": None,
+}
 
 
 def finish_reason(body: dict[str, Any]) -> Any:
@@ -152,10 +166,14 @@ def read_usage(body: Any) -> tuple[ResponsesUsageDerivation, str | None]:
     problems: list[str] = []
     usage = member_object(body, "usage", "usage", problems)
     details = member_object(usage, "input_tokens_details", "usage.input_tokens_details", problems)
+    output_details = member_object(usage, "output_tokens_details", "usage.output_tokens_details", problems)
     derivation = ResponsesUsageDerivation(
         input_tokens=counter(usage, "input_tokens", "usage.input_tokens", problems),
         cached_tokens=counter(details, "cached_tokens", "usage.input_tokens_details.cached_tokens", problems),
         output_tokens=counter(usage, "output_tokens", "usage.output_tokens", problems),
+        cache_write_tokens=counter(details, "cache_write_tokens", "usage.input_tokens_details.cache_write_tokens", problems),
+        reasoning=optional_counter(output_details, "reasoning_tokens", "usage.output_tokens_details.reasoning_tokens", problems),
+        cost=reported_cost(usage),
     )
     return derivation, problems[0] if problems else None
 

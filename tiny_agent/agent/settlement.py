@@ -17,9 +17,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import base64
-from typing import Any
-
 import msgspec
 from msgspec import UNSET
 
@@ -28,35 +25,8 @@ from tiny_agent.fold.contract import is_blank
 from tiny_agent.journal.facts import RawResponse
 from tiny_agent.journal.transcript import AssistantMessage, StopReason, Usage
 from tiny_agent.wire.context_errors import context_error
-from tiny_agent.wire.registry import API, parse_adapter_identity
-from tiny_agent.wire.seam import Accepted, Change, Outcome, Reject, Rejected, decode_body
-from tiny_agent.wire.sse import looks_like_sse
-
-
-class StreamFacts(msgspec.Struct, frozen=True):
-    """What audit shows of a streamed response: how it was put back together."""
-
-    events: int
-    """Data events (chunks) that carried the response."""
-    bytes: int
-    not_carried: list[str]
-    """Paths of what reassembly did not carry into the body (before the seam dropped anything)."""
-    problem: str | None = None
-
-
-class Derivation(msgspec.Struct, frozen=True):
-    """Every stage between a stored response and its seam outcome."""
-
-    api: str
-    adapters: tuple[str, ...]
-    recognised: bool
-    """False when the attempt's adapterIdentity was not written by this version (read as plain chat)."""
-    outcome: Outcome
-    stream: StreamFacts | None = None
-    changes: list[Change] = msgspec.field(default_factory=list)
-    """What each adapter changed, in order."""
-    body: Any = None
-    """The decoded body the seam read (a stream's reassembled or partial body); None when there was none."""
+from tiny_agent.wire.registry import Derivation, derive
+from tiny_agent.wire.seam import Accepted, Outcome, Rejected
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -68,37 +38,6 @@ class Settlement(msgspec.Struct, frozen=True):
     stop_reason: StopReason | None = None
     failure: tuple[str, str] | None = None
     """(code, one-line reason) when the step fails."""
-
-
-def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
-    """Run a stored response through reassembly, the adapters and the seam of the attempt's API."""
-    identity = parse_adapter_identity(adapter_identity)
-    api = API[identity.api]
-    stream: StreamFacts | None = None
-    value: Any = None
-
-    def derived(outcome: Outcome, changes: list[Change] | None = None) -> Derivation:
-        return Derivation(identity.api, identity.adapters, identity.recognised, outcome, stream, changes or [], value)
-
-    body = raw.body if raw.body is not UNSET else base64.b64decode(raw.bodyBase64 or "")
-    if looks_like_sse(body):
-        # Only a stream's bytes up to [DONE] need be UTF-8: a stream kept in base64 may still stand.
-        reassembly = api.reassemble(body)
-        stream = StreamFacts(reassembly.event_count, reassembly.byte_size, reassembly.not_carried, reassembly.problem)
-        value = reassembly.body
-        if reassembly.problem is not None:
-            return derived(api.stream_rejected(body, reassembly))
-    elif isinstance(body, bytes):
-        return derived(api.rejected("the response body is not UTF-8 text"))
-    else:
-        try:
-            value = decode_body(body)
-        except Reject as rejection:
-            return derived(api.rejected(rejection.reason))
-    if api.adapt is None:
-        return derived(api.normalize(value))
-    adapted, changes = api.adapt(value, identity.adapters)
-    return derived(api.normalize(adapted), changes)
 
 
 # -- the settling rules ------------------------------------------------------------

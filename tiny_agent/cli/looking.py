@@ -132,7 +132,7 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
 
 
 def normalize(args: Normalize) -> None:
-    from tiny_agent.agent.settlement import derive
+    from tiny_agent.wire.registry import derive
     from tiny_agent.wire.seam import Accepted
 
     source = args.source

@@ -14,7 +14,7 @@ from msgspec import UNSET
 
 from tiny_agent.agent.compaction import estimate_tokens
 from tiny_agent.agent.recovery import RETRYABLE_STATUSES
-from tiny_agent.agent.settlement import Derivation, Settlement, StreamFacts, derive, settle_derived, summary_settlement
+from tiny_agent.agent.settlement import Settlement, settle_derived, summary_settlement
 from tiny_agent.agent.transactions import USAGE_OVERFLOW
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.canonical import canonical_json
@@ -43,6 +43,7 @@ from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, comp
 from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.stores.files import disk as filestore
 from tiny_agent.stores.journal import CheckedFacts, collector_paused
+from tiny_agent.wire.registry import Derivation, StreamFacts, derive
 from tiny_agent.wire.seam import Accepted
 
 Settled = Literal["assistant", "compaction", "failed", "aborted", "retried", "open"]

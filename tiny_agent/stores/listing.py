@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping
 from typing import Final, Literal
 
 import msgspec
-from msgspec import UNSET
 
 from tiny_agent.errors import CorruptionError
 from tiny_agent.journal.facts import RawResponse
@@ -247,22 +246,10 @@ def read_kept(data: bytes) -> list[Bucket] | None:
 
 
 def reported_cost(raw: RawResponse, adapter_identity: str) -> float | None:
-    """The cost a stored response reports, read as its API's seam reads it (audit's figure); None when none."""
-    from tiny_agent.wire.registry import API, parse_adapter_identity
-    from tiny_agent.wire.seam import Reject, decode_body
-    from tiny_agent.wire.sse import looks_like_sse
+    """The cost a stored response reports, read as audit reads it; None when none."""
+    from tiny_agent.wire.registry import derive
 
-    identity = parse_adapter_identity(adapter_identity)
-    api = API[identity.api]
-    if raw.body is UNSET:
-        return None
-    try:
-        value = api.reassemble(raw.body).body if looks_like_sse(raw.body) else decode_body(raw.body)
-    except Reject:
-        return None
-    if api.adapt is not None:
-        value, _ = api.adapt(value, identity.adapters)
-    return api.seam.read_usage(value)[0].cost
+    return derive(raw, adapter_identity).outcome.derivation.cost
 
 
 class _Tally:

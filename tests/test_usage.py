@@ -23,6 +23,8 @@ from tiny_agent.journal.transcript import Usage
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.stores.journal import CommitRejected, read_journal
 
+pytest_plugins = ["llama_server"]
+
 WIRE = PROJECT_ROOT / "fixtures" / "wire"
 SSE = "text/event-stream"
 
@@ -138,3 +140,11 @@ def test_reasoning_is_a_v3_member_of_usage(tmp_path: Path, fast_path: bool) -> N
         _journal_with_usage(tmp_path / "v2-writer.jsonl", 2, Usage(5, 9, 0, 0, 4))
     unreported = Usage(5, 9) + Usage(1, 1)
     assert unreported.reasoning == Usage().reasoning and (unreported + Usage(0, 0, 0, 0, 3)).reasoning == 3
+
+
+def test_a_real_llama_server_streams_usage_to_the_llamacpp_profile(capsys, workspace: Path, llama) -> None:  # noqa: F811
+    flags = ["--provider", "llamacpp", "--base-url", llama.api_url, "--stream", "--max-tokens", "8", "--durability", "process"]
+    code, _, err = call(capsys, "run", "hello", *flags)
+    assert code in (0, 1), err  # a random-weight model may be cut off at 8 tokens: still an answer, still usage
+    usage = read_journal(only_session(workspace)).usage
+    assert usage.prompt_total > 0 and usage.output > 0, "llama-server sent usage because the profile asked for it"

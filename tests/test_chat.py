@@ -273,6 +273,7 @@ def test_after_an_empty_answer_the_next_line_follows_it(home: Path) -> None:
         terminal.read_until("› ".encode())
         terminal.type("again\n")
         terminal.read_until(b"Now an answer.")
+        terminal.read_until("› ".encode())  # ^D means end of input only to a prompt that is reading
         terminal.type("\x04")
         assert terminal.close() == 0
     (journal,) = (home / "sessions").glob("*.jsonl")

@@ -94,7 +94,9 @@ SPEC_MEMBERS: dict[str, set[str]] = {
     "ABORT_REQUESTED_KEYS": {"type", "operationId", "operationKind", "phase", "toolCallId", "reason"},
     "OPERATION_FINISHED_KEYS": {"type", "operationId", "operationKind", "outcome", "completion", "finalEntryId", "error"},
     "ERROR_KEYS": {"code", "message"},
-    "USAGE_KEYS": {"input", "output", "cacheRead", "cacheWrite"},
+    # The contract's usage members, and our v3 usage: the same and the optional reasoning count (docs/journal.md).
+    "V2_USAGE_KEYS": {"input", "output", "cacheRead", "cacheWrite"},
+    "USAGE_KEYS": {"input", "output", "cacheRead", "cacheWrite", "reasoning"},
     "SNAPSHOT_KEYS": {
         "model",
         "systemPromptDigest",
@@ -133,7 +135,7 @@ def test_every_member_set_of_the_fold_is_pinned_here():
 
 
 def test_usage_counters_are_checked_in_the_contracts_order():
-    assert contract.USAGE_COUNTERS == ("input", "output", "cacheRead", "cacheWrite")
+    assert contract.USAGE_COUNTERS == ("input", "output", "cacheRead", "cacheWrite", "reasoning")
 
 
 # -- the wire shapes against the contract -----------------------------------------------

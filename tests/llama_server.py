@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from conftest import isolated_workspace
 
 LLAMA_DIR_ENV = "TINY_AGENT_LLAMA_DIR"
 DEFAULT_LLAMA_DIR = Path.home() / ".cache" / "tiny-agent-ci" / "llama"
@@ -298,3 +299,12 @@ def llama(start_llama: Callable[..., LlamaServer]) -> LlamaServer:
 def llama_tools(start_llama: Callable[..., LlamaServer]) -> LlamaServer:
     """A running server on ``tiny-tools.gguf`` (likely to make a grammar-constrained tool call when given tools)."""
     return start_llama("tiny-tools")
+
+
+def llama_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, readme: str) -> Path:
+    """An isolated workspace that still finds the llama-server build (the isolation drops every TINY_AGENT_ variable)."""
+    where = os.environ.get(LLAMA_DIR_ENV)
+    root = isolated_workspace(tmp_path, monkeypatch, readme)
+    if where is not None:
+        monkeypatch.setenv(LLAMA_DIR_ENV, where)
+    return root

@@ -11,13 +11,11 @@ context-length error (``request (N tokens) exceeds the available context size (M
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import isolated_workspace
-from llama_server import LLAMA_DIR_ENV, LlamaServer
+from llama_server import LlamaServer, llama_workspace
 from test_compaction import Summariser, history
 from test_replay_cli import call
 
@@ -34,11 +32,7 @@ TURNS = 12
 
 @pytest.fixture()
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    where = os.environ.get(LLAMA_DIR_ENV)
-    root = isolated_workspace(tmp_path, monkeypatch, "# Example\n")
-    if where is not None:
-        monkeypatch.setenv(LLAMA_DIR_ENV, where)  # the isolation drops every TINY_AGENT_ variable
-    return root
+    return llama_workspace(tmp_path, monkeypatch, "# Example\n")
 
 
 def llama_flags(server: LlamaServer, model: str) -> list[str]:

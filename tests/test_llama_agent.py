@@ -21,8 +21,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import PROJECT_ROOT, isolated_workspace
-from llama_server import LLAMA_DIR_ENV, LlamaServer, require
+from conftest import PROJECT_ROOT
+from llama_server import LlamaServer, llama_workspace, require
 from test_wire_e2e import assert_sound
 
 from tiny_agent.journal.state import RunOperation
@@ -37,11 +37,7 @@ ENDINGS = ("FAILED: the answer was cut off by the model's token limit", "FAILED:
 
 @pytest.fixture()
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    where = os.environ.get(LLAMA_DIR_ENV)
-    root = isolated_workspace(tmp_path, monkeypatch, "# Example\n\nA project that prints hi.\n")
-    if where is not None:
-        monkeypatch.setenv(LLAMA_DIR_ENV, where)  # the isolation drops every TINY_AGENT_ variable
-    return root
+    return llama_workspace(tmp_path, monkeypatch, "# Example\n\nA project that prints hi.\n")
 
 
 def started(workspace: Path, *args: str) -> subprocess.Popen[str]:

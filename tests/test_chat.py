@@ -21,6 +21,8 @@ from tiny_agent.journal.transcript import ToolMessage
 from tiny_agent.loopback import LoopbackServer, Reply
 from tiny_agent.stores.journal import read_journal
 
+PROMPT = "› ".encode()
+
 
 class Terminal:
     """A child process on a pty: type lines, read what it shows."""
@@ -59,6 +61,11 @@ class Terminal:
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())
 
+    def at_prompt(self, text: str) -> None:
+        """Type ``text`` once the chat's prompt is back (typed earlier, it could reach a run instead of the prompt)."""
+        self.read_until(PROMPT)
+        self.type(text)
+
     def close(self, timeout: float = 60.0) -> int:
         """Wait for the process to end, reading what it still shows (a full pty would block it)."""
         deadline = time.monotonic() + timeout
@@ -82,6 +89,12 @@ def home(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def chat(home: Path, server: LoopbackServer, *flags: str) -> Terminal:
+    """``tiny-agent chat`` against ``server`` (model m, no retries) in the home's workspace."""
+    args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0", *flags]
+    return Terminal(args, home / "work", _env(home))
+
+
 def _env(home: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY") and not key.startswith("TINY_AGENT_")}
     env.update(HOME=str(home), PYTHONPATH=str(PROJECT_ROOT), TERM="xterm", XDG_STATE_HOME=str(home / "state"))
@@ -92,10 +105,8 @@ def _env(home: Path) -> dict[str, str]:
 def test_chat_runs_each_line_and_answers_slash_commands(home: Path) -> None:
     script = [replies.answer("Hello there."), replies.read(), replies.answer("It is an example.")]
     with LoopbackServer(script) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
-        terminal = Terminal(args, home / "work", _env(home))
-        terminal.read_until("› ".encode())
-        terminal.type("hi\n")
+        terminal = chat(home, server)
+        terminal.at_prompt("hi\n")
         terminal.read_until(b"Hello there.")
         terminal.type("what is this?\n")
         terminal.read_until(b"It is an example.")
@@ -118,8 +129,7 @@ def test_chat_runs_each_line_and_answers_slash_commands(home: Path) -> None:
 
 def _ask_and_wait(terminal: Terminal, server: LoopbackServer) -> None:
     """Type a prompt at the chat's prompt and wait until the server has the request."""
-    terminal.read_until("› ".encode())
-    terminal.type("take your time\n")
+    terminal.at_prompt("take your time\n")
     deadline = time.monotonic() + 60
     while server.request_count == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -128,13 +138,11 @@ def _ask_and_wait(terminal: Terminal, server: LoopbackServer) -> None:
 def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
     slow = Reply(body=replies.answer("too late").body, delay=30)
     with LoopbackServer([slow, replies.answer("Still here.")]) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
-        terminal = Terminal(args, home / "work", _env(home))
+        terminal = chat(home, server)
         _ask_and_wait(terminal, server)
         terminal.type("\x03")
         terminal.read_until(b"aborted")
-        terminal.read_until("› ".encode())
-        terminal.type("are you there?\n")
+        terminal.at_prompt("are you there?\n")
         terminal.read_until(b"Still here.")
         terminal.type("/exit\n")
         assert terminal.close() == 0
@@ -147,8 +155,7 @@ def test_ctrl_c_aborts_the_run_but_not_the_chat(home: Path) -> None:
 def test_sigterm_during_a_run_aborts_it_and_ends_the_chat_143(home: Path) -> None:
     slow = Reply(body=replies.answer("too late").body, delay=30)
     with LoopbackServer([slow]) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
-        terminal = Terminal(args, home / "work", _env(home))
+        terminal = chat(home, server)
         _ask_and_wait(terminal, server)
         terminal.process.terminate()
         assert terminal.close() == 143, terminal.seen.decode(errors="replace")
@@ -164,15 +171,12 @@ ABORT_NOTICE = re.compile(rb"(\n|\r\x1b\[K)\xc2\xb7 abort requested")
 def test_the_abort_notice_starts_its_own_line_after_streamed_text(home: Path) -> None:
     stalled = replies.stream("chat", replies.text_answer("Streaming a long answer, word by word, " * 20), stall_after=600, stall_for=30)
     with LoopbackServer([stalled, replies.answer("Still here.")]) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "-m", "m", "--retries", "0", "--stream"]
-        terminal = Terminal(args, home / "work", _env(home))
-        terminal.read_until("› ".encode())
-        terminal.type("go\n")
+        terminal = chat(home, server, "--stream")
+        terminal.at_prompt("go\n")
         terminal.read_until(b"Streaming a long")
         terminal.type("\x03")
         terminal.read_until(b"aborted")
-        terminal.read_until("› ".encode())
-        terminal.type("/exit\n")
+        terminal.at_prompt("/exit\n")
         assert terminal.close() == 0
     assert ABORT_NOTICE.search(terminal.seen), terminal.seen.decode(errors="replace")
 
@@ -180,48 +184,34 @@ def test_the_abort_notice_starts_its_own_line_after_streamed_text(home: Path) ->
 def test_slash_commands(home: Path) -> None:
     script = [replies.answer("One."), replies.answer("Two."), replies.answer("The summary."), replies.answer("Fresh.")]
     with LoopbackServer(script) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "-m", "m", "--retries", "0"]
-        terminal = Terminal(args, home / "work", _env(home))
-        terminal.read_until("› ".encode())
-        terminal.type("/help\n")
+        terminal = chat(home, server)
+        terminal.at_prompt("/help\n")
         for command in ("/help", "/model", "/clear", "/compact", "/cost", "/tools", "/replay", "/audit", "/exit"):
             terminal.read_until(command.encode())
-        terminal.read_until("› ".encode())
-        terminal.type("first\n")
+        terminal.at_prompt("first\n")
         terminal.read_until(b"One.")
-        terminal.read_until("› ".encode())
-        terminal.type("/model other\n")
+        terminal.at_prompt("/model other\n")
         terminal.read_until(b"the next turn asks other")
-        terminal.read_until("› ".encode())
-        terminal.type("second\n")
+        terminal.at_prompt("second\n")
         terminal.read_until(b"Two.")
-        terminal.read_until("› ".encode())
-        terminal.type("/compact mention the numbers\n")
+        terminal.at_prompt("/compact mention the numbers\n")
         terminal.read_until(b"compacted: the model's context went from 4 messages to")
-        terminal.read_until("› ".encode())
-        terminal.type("/cost\n")
+        terminal.at_prompt("/cost\n")
         terminal.read_until(b"cache hit rate")
         terminal.read_until(b"cost: ")
-        terminal.read_until("› ".encode())
-        terminal.type("/tools\n")
+        terminal.at_prompt("/tools\n")
         terminal.read_until(b"read ")
-        terminal.read_until("› ".encode())
-        terminal.type("/audit\n")
+        terminal.at_prompt("/audit\n")
         terminal.read_until(b"totals")
-        terminal.read_until("› ".encode())
-        terminal.type("/clear\n")
+        terminal.at_prompt("/clear\n")
         terminal.read_until(b"new session ")
-        terminal.read_until("› ".encode())
-        terminal.type("third\n")
+        terminal.at_prompt("third\n")
         terminal.read_until(b"Fresh.")
-        terminal.read_until("› ".encode())
-        terminal.type("/replay\n")
+        terminal.at_prompt("/replay\n")
         terminal.read_until(b"#1 user")
-        terminal.read_until("› ".encode())
-        terminal.type("/nosuch\n")
+        terminal.at_prompt("/nosuch\n")
         terminal.read_until(b"unknown command /nosuch; /help lists them")
-        terminal.read_until("› ".encode())
-        terminal.type("/exit\n")
+        terminal.at_prompt("/exit\n")
         assert terminal.close() == 0
         models = [request.body["model"] for request in server.requests]
         summary_request = server.requests[2].body["messages"][-1]["content"]
@@ -241,15 +231,12 @@ def test_a_write_approved_always_is_not_asked_again(home: Path) -> None:
     write_a = replies.calls(("write", '{"path":"a.txt","content":"A\\n"}'))
     write_b = replies.calls(("write", '{"path":"b.txt","content":"B\\n"}'))
     with LoopbackServer([write_a, write_b, replies.answer("Both written.")]) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "-m", "m", "--retries", "0"]
-        terminal = Terminal(args, home / "work", _env(home))
-        terminal.read_until("› ".encode())
-        terminal.type("write two files\n")
+        terminal = chat(home, server)
+        terminal.at_prompt("write two files\n")
         terminal.read_until(b"Write a.txt? [y/N, a: always for this session] ")
         terminal.type("a\n")
         terminal.read_until(b"Both written.")
-        terminal.read_until("› ".encode())
-        terminal.type("/exit\n")
+        terminal.at_prompt("/exit\n")
         assert terminal.close() == 0
     assert b"Write b.txt?" not in terminal.seen
     assert (home / "work" / "a.txt").read_text() == "A\n" and (home / "work" / "b.txt").read_text() == "B\n"
@@ -264,17 +251,13 @@ def test_a_write_approved_always_is_not_asked_again(home: Path) -> None:
 def test_after_an_empty_answer_the_next_line_follows_it(home: Path) -> None:
     empty = Reply(body=(PROJECT_ROOT / "fixtures" / "wire" / "llamacpp" / "empty-answer.json").read_bytes())
     with LoopbackServer([empty, replies.answer("Now an answer.")]) as server:
-        args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m", "--retries", "0"]
-        terminal = Terminal(args, home / "work", _env(home))
-        terminal.read_until("› ".encode())
-        terminal.type("hi\n")
+        terminal = chat(home, server)
+        terminal.at_prompt("hi\n")
         terminal.read_until(b"(empty answer)")
         terminal.read_until(b"the model's answer was empty")
-        terminal.read_until("› ".encode())
-        terminal.type("again\n")
+        terminal.at_prompt("again\n")
         terminal.read_until(b"Now an answer.")
-        terminal.read_until("› ".encode())  # ^D means end of input only to a prompt that is reading
-        terminal.type("\x04")
+        terminal.at_prompt("\x04")
         assert terminal.close() == 0
     (journal,) = (home / "sessions").glob("*.jsonl")
     roles = [type(message).__name__ for message in read_journal(journal).transcript]
@@ -286,7 +269,7 @@ def test_ctrl_c_does_not_make_the_terminal_drop_output_while_the_chat_runs(home:
     with LoopbackServer([]) as server:
         args = [sys.executable, "-m", "tiny_agent", "chat", "--base-url", server.base_url, "--model", "m"]
         terminal = Terminal(args, home / "work", _env(home))  # a new pty: NOFLSH off
-        terminal.read_until("› ".encode())
+        terminal.read_until(PROMPT)
         during = termios.tcgetattr(terminal.master)[3] & termios.NOFLSH
         terminal.type("/exit\n")
         terminal.process.wait(timeout=60)

@@ -169,7 +169,6 @@ def listed_row(summary: Summary, handle: str, name: str, holder: str | None, han
     )
 
 
-
 class _Snapshot(msgspec.Struct):
     model: str
     adapterIdentity: str = ""
@@ -245,13 +244,6 @@ def read_kept(data: bytes) -> list[Bucket] | None:
     return kept.buckets if kept.version == BUCKETS_VERSION else None
 
 
-def reported_cost(raw: RawResponse, adapter_identity: str) -> float | None:
-    """The cost a stored response reports, read as audit reads it; None when none."""
-    from tiny_agent.wire.registry import derive
-
-    return derive(raw, adapter_identity).outcome.derivation.cost
-
-
 class _Tally:
     def __init__(self, header_model: str) -> None:
         self.header_model = header_model
@@ -290,8 +282,11 @@ class _Tally:
             self.record(fact.record, utc_day(fact.timestamp))
 
     def raw(self, fact: _Raw) -> None:
+        """The cost a stored response reports, read as audit reads it."""
+        from tiny_agent.wire.registry import derive
+
         if fact.kind == "raw" and fact.raw is not None and fact.attemptId in self.attempt_apis:
-            cost = reported_cost(fact.raw, self.attempt_apis[fact.attemptId])
+            cost = derive(fact.raw, self.attempt_apis[fact.attemptId]).outcome.derivation.cost
             if cost is not None:
                 self.costs[fact.attemptId] = cost
 

@@ -37,9 +37,6 @@ class SessionLocked(Locked):
         self.pid = pid
 
 
-# -- names ----------------------------------------------------------------------------
-
-
 def journal_name(session_id: str, created_ms: int) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(created_ms / 1000))
     return f"{stamp}_{session_id}.jsonl"
@@ -67,9 +64,6 @@ def _is_plain_file(entry: os.DirEntry[str]) -> bool:
         return entry.is_file(follow_symlinks=False)
     except OSError:
         return False
-
-
-# -- reading --------------------------------------------------------------------
 
 
 def open_regular(path: Path, flags: int = 0) -> int:
@@ -113,9 +107,6 @@ def check_journal_file(path: Path) -> None:
     first = head.split(b"\n", 1)[0].lstrip(b" \t")
     if not first.startswith(b"{") or b'"header"' not in first:
         raise NotAJournal(f"{path}: does not start with a journal header line")
-
-
-# -- the writer lock ----------------------------------------------------------------
 
 
 def lock_path(journal: Path) -> Path:
@@ -205,9 +196,6 @@ def file_holder(path: Path) -> str | None:
         return None
     pid = holder_pid(path)
     return f"pid {pid}" if pid else ""
-
-
-# -- appending ------------------------------------------------------------------------
 
 
 class FileAppender:

@@ -1,34 +1,6 @@
-"""Checkpoints of sessions kept in PostgreSQL: a long session's fold in a row, so that reading it again costs only its new lines.
-
-The file store's checkpoints (:mod:`tiny_agent.stores.checkpoints`) in a table: one
-row of ``tiny_agent_checkpoints`` per session
-(:data:`tiny_agent.stores.postgres.schema.CREATE_CHECKPOINTS`) holds the snapshot of the
-fold of its first lines (:func:`tiny_agent.fold.snapshot.encode_snapshot`:
-the frames a checkpoint file holds, each after its length), keyed as a
-checkpoint file is:
-
-- ``lines``, ``bytes`` and ``prefix``: how many lines it folded, their length
-  and the SHA-256 of their exact journal bytes, each line with its LF (the
-  same digest as a file's prefix, so the same bytes give the same key);
-- ``format`` and ``fold``: the snapshot's format and the code that made it
-  (:func:`tiny_agent.stores.checkpoints.fold_identity`): a checkpoint made by other
-  code is not read;
-- ``body``: the SHA-256 of the snapshot bytes (a row changed behind our back
-  must not restore into a wrong state).
-
-A checkpoint is used only when every check passes.  The rows it covers are
-streamed and hashed every time: a row changed behind the writer's back must
-be refused the way folding it would refuse it.  Any mismatch, and any row
-that cannot be read or decoded, makes the note say why (one line) and the
-session is folded from line 1: a checkpoint is a cache, never an error.  A
-fold that read at least ``threshold`` bytes past where it started writes or
-replaces the row (an UPSERT, in a transaction of its own); a failure to write
-it is a note.  ``verify`` never uses checkpoints.
-
-Unlike a checkpoint file's frames, which are read one at a time, the snapshot
-is fetched whole (one ``bytea``): it costs about what the state it restores
-costs, for as long as it is decoded.
-"""
+"""Checkpoints of sessions kept in PostgreSQL: the file store's checkpoints (:mod:`tiny_agent.stores.checkpoints`) as one
+row of ``tiny_agent_checkpoints`` per session, keyed by the digest of the lines it folded (docs/service.md, *Reading at
+scale*): used only when every check passes, else a note says why and the session is folded from line 1."""
 
 from __future__ import annotations
 
@@ -48,8 +20,10 @@ from tiny_agent.stores.journal import collector_paused
 from tiny_agent.stores.postgres import schema as pgschema
 from tiny_agent.stores.postgres.database import BATCH_ROWS, Connection, Database, read_chunks
 
-# tiny_agent.fold.snapshot is imported where a checkpoint is read or written, as in
-# tiny_agent.stores.checkpoints: a small session (no checkpoint) should not pay to load it.
+# tiny_agent.fold.snapshot is imported where a checkpoint is read or written: a small session should not pay to load it.
+
+
+Resumed = tuple[Fold, "hashlib._Hash"]
 
 
 class StoredCheckpoint(msgspec.Struct, frozen=True):
@@ -66,12 +40,6 @@ class StoredCheckpoint(msgspec.Struct, frozen=True):
     snapshot: bytes
 
 
-class Resumed(msgspec.Struct):
-    fold: Fold
-    digest: hashlib._Hash
-    """SHA-256 over the lines the fold holds, to extend over the rows after them."""
-
-
 def _silent(line: str) -> None:
     del line
 
@@ -85,11 +53,8 @@ class PgCheckpoints:
         self._note = note
 
     def fold(self, session_id: str, conn: Connection | None = None) -> Fold:
-        """A live fold of the session's rows: from its checkpoint when one checks out, else from line 1.
-
-        ``conn`` is a writer's own connection (its lock held); by default the store's reading one.
-        Raises CorruptionError as a full fold does, and StoreUnavailable when the rows cannot be read.
-        """
+        """A live fold of the session's rows, from its checkpoint when one checks out; ``conn`` is a writer's own (its lock
+        held), by default the store's reading one.  Raises CorruptionError as a full fold does, or StoreUnavailable."""
         reading = conn if conn is not None else self.store.reader()
         try:
             with collector_paused():
@@ -99,63 +64,46 @@ class PgCheckpoints:
 
     def resumed(self, session_id: str) -> Fold | None:
         """The fold the session's checkpoint holds, once every check passed; None otherwise (with a note if it failed one).
-
-        For a reader that goes over every line anyway (``audit``): it reads
-        the checkpointed lines without folding them again, and writes no
-        checkpoint of its own.
-        """
+        For a reader of every line anyway (``audit``): it writes no checkpoint of its own."""
         conn = self.store.reader()
         with collector_paused():
-            _, stored = self._row(conn, session_id)
-            start = self._resume(conn, session_id, stored)
-        return None if start is None else start.fold
+            start = self._start(conn, session_id)[1]
+        return None if start is None else start[0]
 
     def _fold(self, conn: Connection, session_id: str) -> Fold:
-        size, stored = self._row(conn, session_id)
-        start = self._resume(conn, session_id, stored)
+        size, start = self._start(conn, session_id)
         if start is None:
             fold = Fold()
             # Hashing costs a tenth of a fold: only a session big enough to leave a checkpoint pays for it
             # (and none whose checkpoint could not even be read: writing it would fail the same way).
             prefix = PrefixDigest(hashlib.sha256()) if size is not None and size >= self.threshold else None
         else:
-            fold, prefix = start.fold, PrefixDigest(start.digest, start.fold.committed_length)
+            fold, prefix = start[0], PrefixDigest(start[1], start[0].committed_length)
         offset = fold.committed_length
         reduce_chunks(_hashed(read_chunks(conn, session_id, fold.lines), prefix), fold)
         if prefix is not None and fold.committed_length - offset >= self.threshold:
             self._save(conn, session_id, fold, prefix)
         return fold
 
-    # -- using a checkpoint ----------------------------------------------------------------
-
-    def _row(self, conn: Connection, session_id: str) -> tuple[int | None, StoredCheckpoint | None]:
-        """The session's length as its index row says, and its checkpoint (None if it has none); (None, None) if unreadable."""
+    def _start(self, conn: Connection, session_id: str) -> tuple[int | None, Resumed | None]:
+        """The session's length as its index row says (None if unreadable), and its checkpoint's fold once every check
+        passed (None without one, or with a note saying why it is not used)."""
+        size = None
         try:
             row = conn.execute(pgschema.CHECKPOINT_OF, (session_id,)).fetchone()
-        except psycopg.Error as error:
-            self._note(f"checkpoint of session {session_id} cannot be read ({self._detail(error)}); folding the whole session")
-            return None, None
-        if row is None:
-            return 0, None
-        size, stored = int(row[0]), row[1:]
-        if any(value is None for value in stored):
-            return size, None
-        format_, fold, lines, length, prefix, body, snapshot = stored
-        return size, StoredCheckpoint(format_, fold, lines, length, prefix, body, bytes(snapshot))
-
-    def _resume(self, conn: Connection, session_id: str, stored: StoredCheckpoint | None) -> Resumed | None:
-        if stored is None:
-            return None
-        try:
-            return _resumed(conn, session_id, stored)
+            if row is None:
+                return 0, None
+            size, stored = int(row[0]), row[1:]
+            if any(value is None for value in stored):
+                return size, None
+            format_, fold, lines, length, prefix, body, snapshot = stored
+            return size, _resumed(conn, session_id, StoredCheckpoint(format_, fold, lines, length, prefix, body, bytes(snapshot)))
         except Unusable as unusable:
             reason = str(unusable)
         except psycopg.Error as error:
             reason = f"cannot be read ({self._detail(error)})"
         self._note(f"checkpoint of session {session_id} {reason}; folding the whole session")
-        return None
-
-    # -- writing one ----------------------------------------------------------------------
+        return size, None
 
     def _save(self, conn: Connection, session_id: str, fold: Fold, prefix: PrefixDigest) -> None:
         """Write or replace the session's checkpoint; a fold that cannot be stored, or a refused write, only costs speed."""
@@ -193,7 +141,8 @@ class PgCheckpoints:
 
 
 def _resumed(conn: Connection, session_id: str, stored: StoredCheckpoint) -> Resumed:
-    """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or psycopg.Error."""
+    """The fold a checkpoint holds and the digest of its lines (to extend over the rows after them), once every check
+    passed; raises :class:`Unusable` or psycopg.Error."""
     from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, decode_snapshot, restore
 
     identity = checkpoints.fold_identity()
@@ -214,7 +163,7 @@ def _resumed(conn: Connection, session_id: str, stored: StoredCheckpoint) -> Res
         raise Unusable(f"is corrupt ({invalid})") from None
     if fold.committed_length != stored.length or fold.lines != stored.lines or fold.state.header.id != session_id:
         raise Unusable("is corrupt (its key and its snapshot disagree)")
-    return Resumed(fold=fold, digest=digest)
+    return fold, digest
 
 
 def _prefix_digest(conn: Connection, session_id: str, lines: int) -> tuple[hashlib._Hash, int, int]:

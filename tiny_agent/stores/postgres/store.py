@@ -21,15 +21,7 @@ from tiny_agent.journal.ids import now_ms
 from tiny_agent.journal.links import Origin, Parent
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.stores import failpoints
-from tiny_agent.stores.base import (
-    Note,
-    ProgressCallback,
-    Session,
-    handle_length,
-    is_journal_path,
-    named,
-    tail_of,
-)
+from tiny_agent.stores.base import Note, ProgressCallback, Session, handle_length, is_journal_path, named, tail_of
 from tiny_agent.stores.files.store import FileStore, file_session, sessions_dir
 from tiny_agent.stores.journal import (
     Durability,

@@ -1,9 +1,7 @@
 """The fold's bookkeeping: everything its rules remember besides the reduced state, in one object.
 
-Pure declarations.  With the state, :class:`Books` is all a fold needs to go
-on, and :mod:`tiny_agent.fold.snapshot` stores it as it is: plain data,
-derived from nothing else, sharing with the state only the current run's
-started calls (``state.operation.toolCalls``).
+Pure declarations.  With the state, :class:`Books` is all a fold needs to go on; a snapshot stores
+it as it is (it shares with the state only ``state.operation.toolCalls``).
 """
 
 from __future__ import annotations
@@ -21,10 +19,8 @@ Flavour = Literal["identity", "tool-result", "compaction-result"]
 class AttemptBook(msgspec.Struct, array_like=True, gc=False):
     """One ``stepAttempt``: whose it is, under which configuration, and whether it is still open.
 
-    The rest (its context, status, raw response) is its view, the state's
-    ``step``, kept for the current operation's newest attempt only: rules
-    read or change the view only of an open attempt of the current operation,
-    which is its newest.  (A failed operation may leave an attempt open.)
+    The rest is the state's ``step``, kept for the current operation's newest attempt only: the only
+    one rules read or change, as an open attempt is its operation's newest.
     """
 
     operation_id: str

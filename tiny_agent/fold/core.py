@@ -1,8 +1,5 @@
-"""What the fold's rules work over: the reduced state, the books, and the line being folded.
-
-Pure.  A rule is a function of a :class:`FoldCore` and one fact; the steps every concept shares are
-here: the ID namespace (session-v2 §6), operation lookup (§9.0) and appending a message (§8.1).
-"""
+"""What the fold's rules work over (the state, the books, the line being folded) and the steps every concept
+shares: the ID namespace (session-v2 §6), operation lookup (§9.0), appending a message (§8.1).  Pure."""
 
 from __future__ import annotations
 
@@ -172,11 +169,8 @@ def newest(operation: Operation) -> LatestAttempt:
 
 
 class Sources:
-    """The session's messages as compactions name them: their IDs, and the running source digest (§13.3).
-
-    A cache, built from the entries on first use and extended forward (compactions normally summarise
-    through the newest message), so total work stays linear in the number of messages.
-    """
+    """The session's messages as compactions name them: their IDs, and the running source digest (§13.3); a cache
+    extended forward (compactions normally summarise through the newest message), so total work stays linear."""
 
     def __init__(self) -> None:
         self._ids: list[str] = []

@@ -1,10 +1,5 @@
-"""The fold: committed lines in, the reduced state out, failing closed on the first broken rule.
-
-Pure and deterministic: no I/O, no clock, no globals.  Here: lines and the
-seal chain (session-v2 §2, session-v3), the header (§4), the envelope (§5)
-and the dispatch from a fact to its kind's rules, which live in one module
-per concept.
-"""
+"""The fold's lines and seal chain (session-v2 §2, session-v3), header (§4), envelope (§5) and dispatch
+from a fact to its kind's rules (one module per concept).  Pure and deterministic."""
 
 from __future__ import annotations
 
@@ -144,11 +139,8 @@ class Fold(FoldCore):
         state.factCount = books.next_seq - 1
 
     def _guard(self, *, header: bool) -> NoReturn:
-        if self.spent:
-            raise RuntimeError("this fold already failed; start a new one")
-        if header:
-            raise RuntimeError("the header is already applied")
-        raise RuntimeError("the header must be applied first")
+        order = "is already applied" if header else "must be applied first"
+        raise RuntimeError("this fold already failed; start a new one" if self.spent else f"the header {order}")
 
     def _spend(self, fault: Fault, seq: int | None) -> NoReturn:
         self.spent = True
@@ -171,9 +163,7 @@ class Fold(FoldCore):
             _bad_header("header is not a JSON object")
         version = value.get("version")
         profile = PROFILES.get(version) if type(version) is int else None
-        # Only a supported version's header may have that version's members: a
-        # v2 header (and one of no known version) is held to the v2 list, so the
-        # contract's order of checks is unchanged for it.
+        # Only a supported version's header may have its members: any other is held to the v2 list.
         allowed = profile.header_keys if profile is not None else contract.HEADER_KEYS
         if not value.keys() <= allowed:
             unknown = next(key for key in value if key not in allowed)
@@ -273,11 +263,7 @@ class Fold(FoldCore):
         books.next_seq = seq + 1
 
     def _fast_fact(self, fact: Any) -> bool:
-        """The envelope's fast twin, then the kind's (False leaves the fact untouched).
-
-        ``fact`` is a fact shape, typed ``Any`` here: :data:`FAST_TWINS` picks
-        its twin by the shape of what it carries, and each twin is typed.
-        """
+        """The envelope's fast twin, then the kind's (False leaves the fact untouched); ``fact`` is a fact shape."""
         books = self.books
         seq = fact.seq
         fact_id = fact.id
@@ -288,8 +274,7 @@ class Fold(FoldCore):
             if not FAST_TWINS[type(fact.entry.message)](self, fact, fact_id):
                 return False
         else:
-            # The envelope's last rule (no fact takes an ID a record reserved) holds
-            # after the kind's rules: only entries carry, and release, a reservation.
+            # The envelope's last rule (no reserved ID) holds after the kind's: only entries release one.
             twin = FAST_TWINS.get(type(fact.record) if kind is RecordFactWire else kind)
             if twin is None or fact_id in books.reserved or not twin(self, fact, fact_id):
                 return False

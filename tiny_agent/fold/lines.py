@@ -1,8 +1,7 @@
 """Whole journals: bytes in chunks to committed lines to a fold (session-v2 §2).  Pure: it takes bytes.
 
-Bytes after the last LF are the torn tail and are never decoded.  The whole-file checks that
-outrank every per-line error (an encoded surrogate or invalid UTF-8 anywhere) run only once a line
-has failed: a line that msgspec decodes has proven its own bytes well-formed.
+Bytes after the last LF (the torn tail) are never decoded.  The whole-file checks that outrank every
+per-line error run only once a line has failed: a line msgspec decodes has proven its bytes well-formed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Operations: ``runStarted`` (session-v2 §9.1), ``abortRequested`` (§9.6), ``operationFinished`` (§9.7).
 
-Pure.  The fast twins take a run's start and its normal or truncated
-completion; aborts, failures and compactions take the reference rules.
-``compactionStarted`` lives with the compaction entry
-(:mod:`tiny_agent.fold.compaction`).
+Pure.  The fast twins take a run's start and its normal or truncated completion; aborts, failures
+and compactions take the reference rules (``compactionStarted``: :mod:`tiny_agent.fold.compaction`).
 """
 
 from __future__ import annotations

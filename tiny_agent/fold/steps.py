@@ -1,9 +1,7 @@
 """Steps and attempts: ``stepAttempt`` (§9.3), ``stepFailed`` (§9.4), configuration snapshots (§13), ``raw`` (v3).
 
-Pure.  The fast twin takes a run's first attempt at a step under a snapshot
-already validated; retries, compaction steps and new snapshots take the
-reference rule.  How many attempts a step may have is the version profile's
-(v2: two; v3: transport retries up to its limit).
+Pure.  The fast twin takes a run's first attempt at a step under a snapshot already validated;
+retries, compaction steps and new snapshots take the reference rule.
 """
 
 from __future__ import annotations
@@ -96,8 +94,7 @@ def fast_step_attempt(fold: FoldCore, fact: Any, fact_id: str) -> bool:
     step_id = record.stepId
     attempt_id = record.attemptId
     context_id = record.contextThroughEntryId
-    # The context boundary is always an applied entry, so a context equal
-    # to it names one (the reference rule checks that first).
+    # The context boundary is always an applied entry (the reference rule checks that a context names one).
     if (
         record.attempt != 1
         or record.stepKind != "assistant"
@@ -109,8 +106,7 @@ def fast_step_attempt(fold: FoldCore, fact: Any, fact_id: str) -> bool:
         or not fold.reservable(attempt_id, fact_id)
     ):
         return False
-    # A snapshot equal to one already validated under the claimed digest is
-    # valid and has that digest; an unseen one takes the reference rule once.
+    # A snapshot equal to one validated under the claimed digest has it; an unseen one takes the reference rule once.
     books = fold.books
     configuration = books.configurations.get(record.configurationDigest)
     if configuration is None or configuration.snapshot != record.configurationSnapshot:
@@ -143,9 +139,7 @@ def _check_retry(
 ) -> None:
     """Attempt ``number`` > 1 continues the step's open attempt ``number - 1`` and closes it.
 
-    An open attempt is its operation's newest (:class:`AttemptBook`), so a
-    valid retry names the current operation's step, and only a refused one
-    needs the step's attempts looked up.
+    An open attempt is its operation's newest (:class:`AttemptBook`): only a refused retry needs the step's attempts looked up.
     """
     view = operation.step
     previous: AttemptBook | None
@@ -193,12 +187,8 @@ def _open(
 
 
 def _configuration(fold: FoldCore, value: object, claimed_digest: object) -> Configuration:
-    """Validate a configuration snapshot (§13.1) and digest it (§13.2), once per distinct snapshot.
-
-    Sessions reuse one snapshot for step after step, so the last snapshot
-    seen under a claimed digest is remembered and an equal one (a C-level
-    dict comparison) skips validation and hashing.
-    """
+    """Validate a configuration snapshot (§13.1) and digest it (§13.2), once per distinct snapshot: one equal to the
+    last seen under the claimed digest (a C-level dict comparison) skips validation and hashing."""
     snapshot = require_object(value, "configurationSnapshot")
     known = fold.books.configurations.get(claimed_digest) if type(claimed_digest) is str else None
     if known is not None and known.source == snapshot:

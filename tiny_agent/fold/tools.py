@@ -1,8 +1,6 @@
 """Tool calls: ``toolStarted`` records (session-v2 §9.5), v3 ``mcp`` facts and tool result entries (§8.3).
 
-Pure.  Each reference rule sits next to its fast twin.  The fast twins take
-a started call and its success or error; pre-execution and synthetic results
-take the reference rules.
+Pure.  The fast twins take a started call and its success or error; the rest take the reference rules.
 """
 
 from __future__ import annotations
@@ -54,18 +52,11 @@ def tool_started(fold: FoldCore, record: dict[str, Any], fact_id: str) -> None:
         fail(INVALID_FACT, f"toolStarted toolIndex is not a safe non-negative integer: {show(tool_index)}")
     call_id = require_text(record.get("toolCallId"), "toolStarted toolCallId")
     tool_name = require_text(record.get("toolName"), "toolStarted toolName")
-    calls = _calls_of(target)
-    if tool_index >= len(calls):
-        fail(INVALID_REFERENCE, f"entry {assistant_id} has no tool call at index {tool_index}")
-    call = calls[tool_index]
-    if call.id != call_id or call.function.name != tool_name:
-        fail(INVALID_REFERENCE, f"tool call {tool_index} of entry {assistant_id} is not {call_id}/{tool_name}")
+    call = _call_at(target, tool_index, call_id, tool_name)
     step_id = target.stepId
     if step_id is None or step_id != record.get("stepId"):
         fail(INVALID_REFERENCE, f"entry {assistant_id} belongs to step {step_id}, not {show(record.get('stepId'))}")
-    pair = (target.id, tool_index)
-    if pair in fold.books.used_pairs:
-        fail(INVALID_TRANSITION, f"tool call {tool_index} of entry {assistant_id} was already started or answered")
+    _unused(fold, target.id, tool_index)
     arguments = record.get("arguments")
     if type(arguments) is not dict:
         fail(INVALID_FACT, "toolStarted arguments is not a JSON object")
@@ -165,12 +156,23 @@ def _declared(fold: FoldCore, entry: AppliedEntry) -> frozenset[str]:
     return books.configurations[books.attempts[entry.attemptId or ""].digest].tool_names
 
 
-def _calls_of(entry: AppliedEntry) -> list[ToolCall]:
-    """The tool calls of an entry's message (none for a user or tool message, or a compaction)."""
+def _call_at(entry: AppliedEntry, index: int, call_id: str, tool_name: str) -> ToolCall:
+    """The entry's tool call at ``index``, which must have this ID and name (a started or pre-execution call)."""
     message = entry.message
-    if type(message) is not AssistantMessage or message.tool_calls is UNSET:
-        return []
-    return message.tool_calls
+    calls = message.tool_calls if type(message) is AssistantMessage and message.tool_calls is not UNSET else []
+    if index >= len(calls):
+        fail(INVALID_REFERENCE, f"entry {entry.id} has no tool call at index {index}")
+    call = calls[index]
+    if call.id != call_id or call.function.name != tool_name:
+        fail(INVALID_REFERENCE, f"tool call {index} of entry {entry.id} is not {call_id}/{tool_name}")
+    return call
+
+
+def _unused(fold: FoldCore, entry_id: str, index: int) -> tuple[str, int]:
+    pair = (entry_id, index)
+    if pair in fold.books.used_pairs:
+        fail(INVALID_TRANSITION, f"tool call {index} of entry {entry_id} was already started or answered")
+    return pair
 
 
 def mcp_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
@@ -335,18 +337,8 @@ def _pre_execution_result(
     target = fold.state.entries.get(assistant_id)
     if target is None or target.message is None or target.operationId != run.operationId or target.stepId != step_id:
         fail(INVALID_REFERENCE, f"assistantEntryId {assistant_id} is not a message of this run and step")
-    calls = _calls_of(target)
-    if tool_index >= len(calls):
-        fail(INVALID_REFERENCE, f"entry {assistant_id} has no tool call at index {tool_index}")
-    call = calls[tool_index]
-    if call.id != message.tool_call_id or call.function.name != tool_name:
-        fail(
-            INVALID_REFERENCE,
-            f"tool call {tool_index} of entry {assistant_id} is not {message.tool_call_id}/{tool_name}",
-        )
-    pair = (assistant_id, tool_index)
-    if pair in fold.books.used_pairs:
-        fail(INVALID_TRANSITION, f"tool call {tool_index} of entry {assistant_id} was already started or answered")
+    _call_at(target, tool_index, message.tool_call_id, tool_name)
+    pair = _unused(fold, assistant_id, tool_index)
     if message.content != SYNTHETIC_TEXTS[reason]:
         fail(INVALID_TRANSCRIPT, f"{reason} tool result content is not the fixed {reason} text")
     fold.books.used_pairs.add(pair)

@@ -1,12 +1,8 @@
 """The fast path's shapes of journal lines, derived from the fact Structs that write them (docs/performance.md).
 
-Pure declarations.  Only message entries have a shape of their own (:class:`MessageEntry`): the
-entry Structs share ``type: "message"``, which a tagged union cannot tell apart.
-
-What the duplicate-key proof of :class:`~tiny_agent.journal.json_profile.ProvenLineDecoder` needs
-of them (tests/test_fast_path.py walks every reachable type): no float member; no default but UNSET
-(so a member the line lacks is never encoded); a tag only on a Struct decoded as one member of a
-tagged union.
+Pure declarations.  Only message entries have a shape of their own (:class:`MessageEntry`): the entry
+Structs share ``type: "message"``.  The duplicate-key proof needs of every shape (tests/test_fast_path.py
+checks): no float member, no default but UNSET, a tag only inside a tagged union.
 """
 
 from __future__ import annotations
@@ -30,11 +26,8 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 
 def shape(struct: type[S], **members: Any) -> type[S]:
-    """``struct`` as the fast path decodes it: a closed, untracked subclass whose only defaults are UNSET.
-
-    ``members`` replaces the type of the members it names.  A default other than UNSET is dropped (the
-    member is required); a nested Struct with defaults is shaped too (the proof's test asks it).
-    """
+    """``struct`` as the fast path decodes it: a closed, untracked subclass whose only defaults are UNSET (another
+    default is dropped: the member is required), nested Structs with defaults shaped too; ``members`` retypes members."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for field in msgspec.structs.fields(struct):
         kind = members.get(field.name, _narrowed(field.type))
@@ -135,8 +128,7 @@ LineWire: Final = line_type(frozenset(FACT_SHAPES))
 
 
 def builtins_of(fact: msgspec.Struct) -> dict[str, Any] | None:
-    """A decoded fact as the dict the reference path reads from its line; None if only the line can say
-    (a message content, the one ``Raw`` member, that is not a string or null)."""
+    """A decoded fact as the dict the reference path reads from its line; None if only the line can say (a content not text)."""
     value: dict[str, Any] = msgspec.to_builtins(fact, builtin_types=(Raw,))
     if type(fact) is EntryFactWire:
         message = value["entry"]["message"]

@@ -1,9 +1,5 @@
-"""Usage facts (session-v2 §10).
-
-Pure.  Usage only ever adds to the session totals; it may name a finished
-operation, and any number of usage facts may name the same owner.  The
-reference rule sits next to its fast twin.
-"""
+"""Usage facts (session-v2 §10): only ever added to the totals; they may name a finished operation, and
+any number may name the same owner.  Pure."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""What a journal's header version changes in the fold, in one place (v3's additions: docs/journal.md).
-
-Pure.  The fold picks a profile when it reads the header and asks it instead of testing the
-version number, so each difference is named once.
-"""
+"""What a journal's header version changes in the fold, in one place (v3's additions: docs/journal.md).  Pure."""
 
 from __future__ import annotations
 
@@ -28,21 +24,15 @@ from tiny_agent.journal.transcript import StopReason
 class VersionProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     version: int
     header_keys: frozenset[str]
-    """The members a header may have (v3 adds the optional ``origin`` and ``parent``)."""
     fact_kinds: frozenset[FactKind]
-    """The kinds a fact may have; any other kind is INVALID_FACT."""
     sealed: bool
     """Every line ends with a seal fact carrying the chain through the line before it (v3)."""
     max_attempt: int
     """The highest attempt number a step may reach; a higher one is INVALID_FACT."""
     snapshot_keys: frozenset[str]
-    """The members a configuration snapshot may have (v3 adds the optional ``instructions``, ``requestOptions``, ``git``)."""
     compaction_started_keys: frozenset[str]
-    """The members a ``compactionStarted`` may have (v3 adds the optional ``piece``)."""
     stop_reasons: tuple[StopReason, ...]
-    """The stop reasons an assistant entry may have (v3 adds ``refusal``)."""
     usage_keys: frozenset[str]
-    """The members a usage object may have (v3 adds the optional ``reasoning``)."""
 
 
 V2: Final = VersionProfile(

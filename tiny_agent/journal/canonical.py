@@ -1,12 +1,8 @@
-"""Canonical JSON and the digests built on it (session-v2 §13).
+"""Canonical JSON and the digests built on it (session-v2 §13).  Pure.
 
-Pure.  msgspec's compact encoder already escapes strings exactly as the
-canonical form requires (short escapes for ``\\b \\t \\n \\f \\r``, lowercase
-``\\u00xx`` for other control characters, everything else literal), and
-``order="sorted"`` sorts object members.  It sorts by code point where the
-canonical form sorts by UTF-16 code unit; the two orders differ only between
-a character in U+E000..U+FFFF and one above U+FFFF, so objects whose member
-names can carry such characters go through the slower, exact path.
+msgspec's compact encoder escapes strings as the canonical form requires, and ``order="sorted"``
+sorts members by code point where the form sorts by UTF-16 code unit: the orders differ only for
+member names above U+FFFF, which take the slower, exact path.
 """
 
 from __future__ import annotations

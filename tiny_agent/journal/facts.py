@@ -1,15 +1,9 @@
-"""Journal facts as typed Structs: what a writer builds and encodes into lines.
+"""Journal facts as typed Structs: what a writer builds and encodes into lines.  Pure.
 
-One Struct per fact kind, entry shape and record type of session-v2, plus the
-v3 ``raw``, ``seal`` and ``mcp`` facts.  Field names are the journal's own (camelCase:
-they are the spec's names, and many modules read them); every Struct forbids
-unknown fields and omits UNSET optional members.  The fold derives the member
-set it accepts for each object from these Structs
-(:mod:`tiny_agent.fold.contract`), so encoding a fact gives exactly what the
-fold accepts; the fold itself reads untrusted lines rule by rule.
-tests/test_schema.py pins these Structs to the spec's member lists.
-
-Pure.
+One Struct per fact kind, entry shape and record type of session-v2, plus the v3 ``raw``, ``seal``
+and ``mcp`` facts, with the spec's (camelCase) member names.  The fold derives the member set it
+accepts for each object from them (:mod:`tiny_agent.fold.contract`); tests/test_schema.py pins
+them to the spec's lists.
 """
 
 from __future__ import annotations
@@ -38,10 +32,8 @@ OperationKind = Literal["run", "compaction"]
 ToolResultType = Literal["success", "error", "synthetic"]
 FactKind = Literal["entry", "record", "usage", "raw", "seal", "mcp"]
 
-# Every Struct below is closed (forbid_unknown_fields) and kw_only: kw_only
-# lets the envelope (seq, id, timestamp) come first although seq and
-# timestamp have defaults.  UNSET members are never encoded, which is how an
-# optional member stays absent.
+# Every Struct below is closed and kw_only (so the envelope comes first although seq and timestamp
+# have defaults); an UNSET member is never encoded, which is how an optional member stays absent.
 
 
 class HeaderLine(msgspec.Struct, tag_field="kind", tag="header", forbid_unknown_fields=True, kw_only=True):
@@ -198,11 +190,8 @@ Record = RunStarted | CompactionStarted | StepAttempt | StepFailed | ToolStarted
 
 # -- facts ------------------------------------------------------------------
 #
-# Field order is the order people expect when they open a journal: kind (the
-# tag, which msgspec writes first), seq, id, timestamp, then the body.
-# ``seq`` and ``timestamp`` are stamped by the writer when it commits a
-# transaction; ``id`` is chosen by whoever builds the fact, because other facts
-# of the same transaction (or records that reserved it) may need to name it.
+# Members in the order people expect: kind (the tag), seq, id, timestamp, then the body.  The writer
+# stamps seq and timestamp at commit; whoever builds a fact picks its id (others may name it).
 
 
 class EntryFact(msgspec.Struct, tag_field="kind", tag="entry", forbid_unknown_fields=True, kw_only=True):
@@ -316,27 +305,16 @@ def encode_header(header: HeaderLine) -> bytes:
 
 
 def decode_fact(value: dict[str, Any]) -> Fact:
-    """A fact of a validated journal as its typed Struct.
+    """A fact of a journal the reducer accepted (it relies on its shape) as its typed Struct.
 
-    Entry shapes share ``type: "message"``, so they are told apart the way the
-    reducer tells them apart: by the message role and by which members are
-    present.  Only call this on journals the reducer accepted: it relies on
-    their shape.
+    Entry shapes share ``type: "message"``: they are told apart as the reducer does, by the message
+    role and by which members are present.
     """
-    match value:
-        case {"kind": "entry"}:
-            entry = _decode_entry(value["entry"])
-            return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=entry)
-        case {"kind": "record"}:
-            return msgspec.convert(value, RecordFact)
-        case {"kind": "usage"}:
-            return msgspec.convert(value, UsageFact)
-        case {"kind": "raw"}:
-            return msgspec.convert(value, RawFact)
-        case {"kind": "mcp"}:
-            return msgspec.convert(value, McpFact)
-        case _:
-            return msgspec.convert(value, SealFact)
+    if value["kind"] == "entry":
+        entry = _decode_entry(value["entry"])
+        return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=entry)
+    fact: Fact = msgspec.convert(value, RecordFact | UsageFact | RawFact | McpFact | SealFact)
+    return fact
 
 
 def _decode_entry(entry: dict[str, Any]) -> Entry:

@@ -1,18 +1,8 @@
 """Bytes to JSON values under the journal's strict profile (session-v2 §2-§3).
 
-Pure.  The hot path is msgspec: it already rejects everything the profile
-forbids (BOM, NaN, bad escapes, raw control characters, lone surrogate
-escapes, invalid UTF-8 inside strings) except one thing: duplicate object
-keys, which it resolves last-wins.  Re-encoding the decoded value gives back
-the exact line whenever the line is in compact form with msgspec's escaping,
-which is what our writer (and most JSON writers) produce; a line that
-round-trips cannot hide a duplicate key, because the re-encoded text has each
-key once.  Only lines that do not round-trip pay for a second, duplicate-aware
-parse.
-
-:class:`ProvenLineDecoder` is the fast path's decoder: it decodes straight
-into typed Structs and proves the absence of duplicate keys by length alone,
-whatever the member order (see its docstring).
+Pure.  msgspec rejects everything the profile forbids except duplicate object keys (last wins);
+a line that re-encodes to itself cannot hide one, so only lines that do not round-trip pay for a
+second, duplicate-aware parse.  :class:`ProvenLineDecoder` is the fast path's decoder.
 """
 
 from __future__ import annotations
@@ -24,8 +14,6 @@ from typing import Any, Final, NoReturn
 
 import msgspec
 
-LF: Final = 0x0A
-CR: Final = 0x0D
 MAX_SAFE_INTEGER: Final = 9007199254740991
 """2^53 - 1: the largest integer every JSON reader holds exactly (session-v2 §3)."""
 SCRATCH_KEPT: Final = 1 << 20
@@ -64,40 +52,12 @@ class LineDecoder:
 class ProvenLineDecoder:
     """Typed decoding of the lines whose every object provably has unique keys.
 
-    ``decode`` returns the typed value, or None when the line is not one it
-    can vouch for (it does not fit the type, or the proof below fails); the
-    caller then takes the reference path (:class:`LineDecoder` and the
-    rule-by-rule fold), which finds the line's first fault.
-
-    The proof, whatever the member order: re-encode the decoded value and
-    compare *lengths*.  Every step from the line's text T to the encoding E
-    of its value can only keep or shrink the length, never grow it:
-
-    - strings: msgspec writes each character in its shortest legal form
-      (tests/test_fast_path.py checks every Unicode scalar value), and T's
-      form of it is at least as long;
-    - integers: T's digits are canonical JSON (no leading zeros), so E's are
-      the same, or shorter for ``-0``;
-    - objects: E holds each member once, T at least once; member order does
-      not change a length; whitespace and non-minimal escapes only add to T;
-    - ``msgspec.Raw`` members re-encode as their exact source bytes.
-
-    So ``len(E) == len(T)`` means every step kept the length, and a repeated
-    key (at least 5 bytes: ``,"":0``) would have shrunk it.  Three things
-    could grow E and so hide a duplicate; the line type must exclude them:
-
-    - floats (``1e9`` re-encodes as ``1000000000.0``): typed members are
-      ints or strings, and ``float_hook`` refuses a float in any untyped
-      (``Any``) member;
-    - members T lacks that E writes: every optional field defaults to UNSET
-      (never encoded) and ``omit_defaults`` drops a default-valued field;
-    - a tag T lacks: msgspec accepts a tagged Struct without its tag unless
-      the Struct is decoded as one member of a tagged union, so the type uses
-      tags only inside unions.
-
-    ``Raw`` members are only skipped over (msgspec does not check their
-    UTF-8): the caller must decode each one with :func:`decode_text` before
-    relying on the line.
+    ``decode`` returns the typed value, or None when the line does not fit the type or the proof
+    fails (the caller then takes the reference path, which finds the line's first fault).  The
+    proof: re-encoding can only keep or shrink a line, so an equal *length* means no key was
+    repeated, whatever the member order; the line type must exclude what could grow it (floats,
+    encoded defaults, tags outside unions).  The argument in full: docs/performance.md, "Design".
+    ``Raw`` members are only skipped over: decode each with :func:`decode_text` before relying on it.
     """
 
     def __init__(self, line_type: Any) -> None:
@@ -142,12 +102,7 @@ _decode_text_or_null = msgspec.json.Decoder(str | None).decode
 
 
 def decode_text(raw: msgspec.Raw) -> str | NotText:
-    """A ``Raw`` JSON string member as str, else NOT_TEXT.
-
-    Decoding the member on its own keeps CPython from caching a UTF-8 copy
-    inside the str, which re-encoding a non-ASCII str does; transcript
-    contents would carry that copy for the life of the state.
-    """
+    """A ``Raw`` JSON string member as str, else NOT_TEXT (decoded on its own: no cached UTF-8 copy in the str)."""
     try:
         return _decode_text(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -163,13 +118,8 @@ def decode_text_or_null(raw: msgspec.Raw) -> str | None | NotText:
 
 
 def _decode_outside_msgspec(line: bytes, error: Exception) -> Any:
-    """Settle the few lines msgspec refuses although RFC 8259 allows them.
-
-    msgspec refuses numbers beyond a double's range (``1e400``); the profile
-    accepts them as JSON (they are then simply not integers).  Everything else
-    msgspec refuses is malformed for us too, and the strict stdlib parse below
-    confirms it.
-    """
+    """Settle the few lines msgspec refuses although RFC 8259 allows them (numbers beyond a double's
+    range, ``1e400``, which are then simply not integers); the strict stdlib parse confirms the rest."""
     try:
         text = line.decode("utf-8")
         value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant, parse_int=_parse_int)
@@ -180,14 +130,10 @@ def _decode_outside_msgspec(line: bytes, error: Exception) -> Any:
 
 
 def _parse_int(literal: str) -> int | msgspec.Raw:
-    """An integer literal as int; one too long for Python to convert, as its verbatim text.
+    """An integer literal as int; one beyond CPython's digit limit (valid JSON) as its verbatim text.
 
-    CPython refuses to convert a decimal literal longer than its digit limit
-    (4,300 digits by default) because the conversion is quadratic.  Such a
-    literal is valid JSON, so it must not make the line MALFORMED_JSON: as a
-    ``Raw`` it fails every integer rule with that rule's own code (it is not
-    an ``int``), and where any JSON value is allowed (tool arguments) it is
-    kept and re-encoded byte for byte.  The process-wide limit is left alone.
+    As a ``Raw`` it fails every integer rule with that rule's own code, and where any value is
+    allowed (tool arguments) it is re-encoded byte for byte.  The process-wide limit is left alone.
     """
     try:
         return int(literal)

@@ -1,13 +1,4 @@
-"""Where a session came from: the optional members of a v3 header that link it to another journal.
-
-- ``origin``: the session continues a v2 journal (``tiny-agent upgrade``): that file's
-  path, and the length and SHA-256 of the committed bytes that were copied;
-- ``parent``: the session is a fork (``tiny-agent fork``): the parent's session id, the
-  line it was forked after, and the parent's chain value through that line (its seal
-  chain for a v3 parent; the SHA-256 of its first ``line`` lines for a v2 one).
-
-A v2 header never has them (the v2 contract's header is closed).  Pure.
-"""
+"""Where a session came from: the optional members of a v3 header that link it to another journal.  Pure."""
 
 from __future__ import annotations
 

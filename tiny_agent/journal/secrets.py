@@ -342,7 +342,6 @@ def _worth_hiding(value: str) -> bool:
     return value not in marker_run
 
 
-
 Spelling = list[str]
 """One way to write a character, as regex tokens that each match one character (``\\\\``, ``u``, ``0``, ``[bB]``)."""
 

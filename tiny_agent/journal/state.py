@@ -1,12 +1,7 @@
-"""The reduced state of a session: what the fold rebuilds from a journal.
+"""The reduced state of a session: what the fold rebuilds from a journal (owned by the fold: read-only).
 
-``SessionState.to_json()`` is exactly the conformance shape of session-v2 §14.
-Besides it, the state carries a typed index of every applied entry and the
-context boundary, which recovery planning and audit need but the conformance
-shape leaves out.
-
-These objects are owned by the fold (:mod:`tiny_agent.fold`) and advance
-with it; treat them as read-only.
+``SessionState.to_json()`` is exactly the conformance shape of session-v2 §14; the state also
+carries what recovery planning and audit need besides (the entry index, the context boundary).
 """
 
 from __future__ import annotations
@@ -90,11 +85,7 @@ class ConfigurationSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=T
 
 
 class LatestAttempt(msgspec.Struct):
-    """The latest attempt of an operation's latest step: the ``step`` member of the conformance shape (§14).
-
-    Named for what it holds: a step can have several attempts, and this is
-    always the newest one, with the step's status as that attempt left it.
-    """
+    """The newest attempt of an operation's latest step, with the step's status as it left it (``step`` in §14)."""
 
     operationId: str
     stepId: str
@@ -157,11 +148,7 @@ IDLE: IdleOperation = IdleOperation()
 
 
 class AppliedEntry(msgspec.Struct, gc=False):
-    """An applied entry fact in the fold's index: where it sits and what it settled.
-
-    Internal bookkeeping, not conformance output (and not a ``record`` fact:
-    in this code base "record" means only the record facts of session-v2 §9).
-    """
+    """An applied entry fact in the fold's index (not conformance output): where it sits and what it settled."""
 
     id: str
     position: int
@@ -241,40 +228,23 @@ class SessionState(msgspec.Struct):
 
     def to_json(self) -> dict[str, Any]:
         """The conformance shape of session-v2 §14 (no version, no internal index)."""
-        self.load()
-        return {
-            "header": msgspec.to_builtins(self.header),
-            "transcript": msgspec.to_builtins(self.transcript),
-            "activeContext": msgspec.to_builtins(self.activeContext),
-            "usage": msgspec.to_builtins(self.usage),
-            # Tool arguments may hold an integer too long for Python to convert, kept as its verbatim Raw text.
-            "operation": msgspec.to_builtins(self.operation, builtin_types=(msgspec.Raw,)),
-            "repairedLength": self.repairedLength,
-        }
+        # Tool arguments may hold an integer too long for Python to convert, kept as its verbatim Raw text.
+        shape: dict[str, Any] = msgspec.to_builtins(self._shape(), builtin_types=(msgspec.Raw,))
+        return shape
 
     def to_json_bytes(self) -> bytes:
-        """The conformance shape encoded as JSON, straight from the state (no builtins in between).
+        """The conformance shape encoded as JSON: byte for byte ``msgspec.json.encode(self.to_json())``."""
+        return _encode(self._shape())
 
-        Byte for byte ``msgspec.json.encode(self.to_json())``: the shape's
-        members in the same order, each encoded from the same objects.
-        """
+    def _shape(self) -> _ConformanceShape:
         self.load()
-        shape = _ConformanceShape(
-            header=self.header,
-            transcript=self.transcript,
-            activeContext=self.activeContext,
-            usage=self.usage,
-            operation=self.operation,
-            repairedLength=self.repairedLength,
+        return _ConformanceShape(
+            self.header, self.transcript, self.activeContext, self.usage, self.operation, self.repairedLength
         )
-        return _encode(shape)
 
     def json_pieces(self, batch: int = 256) -> Iterator[bytes]:
-        """:meth:`to_json_bytes` in pieces (joined, they are those bytes), ``batch`` messages at most per piece.
-
-        For writing a long session's state without one buffer that holds
-        every message's text again: the pieces are written and let go.
-        """
+        """:meth:`to_json_bytes` in pieces of at most ``batch`` messages: a long session's state without one buffer
+        that holds every message's text again."""
         self.load()
         yield b'{"header":' + _encode(self.header) + b',"transcript":'
         yield from json_array_pieces(self.transcript, batch)
@@ -282,7 +252,6 @@ class SessionState(msgspec.Struct):
         yield from json_array_pieces(self.activeContext, batch)
         tail = (b',"usage":', _encode(self.usage), b',"operation":', _encode(self.operation), b',"repairedLength":')
         yield b"".join(tail) + _encode(self.repairedLength) + b"}"
-
 
     def load(self) -> None:
         """Bring back what a lean restore left on disk (:class:`~tiny_agent.journal.partial.Elder`); a no-op otherwise."""

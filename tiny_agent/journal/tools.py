@@ -1,10 +1,7 @@
-"""What a tool is to the journal and to a request: its definition, digest and replay policy.
+"""What a tool is to the journal and to a request: its definition, digest and replay policy.  Pure.
 
-Each tool declares how crash recovery may treat it (``safe`` to run again when
-its outcome is unknown, or ``never``: answered with the fixed "interrupted"
-text instead).  The built-in tools are :mod:`tiny_agent.agent.tools.builtin`.
-
-Pure: no I/O (the planner and the configuration digest depend on this module).
+The replay policy says how crash recovery may treat a call whose outcome is unknown: ``safe`` to run
+again, or ``never`` (answered with the fixed "interrupted" text).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Canonical conversation types: the only shapes that ever enter a transcript.
+"""Canonical conversation types: the only shapes that ever enter a transcript.  Pure.
 
-A transcript is what the host resends to a Chat Completions endpoint on every
-call, so these Structs mirror the wire names exactly (``tool_calls``,
-``tool_call_id``) and nothing else.  Provider-only fields have no place here:
-every Struct forbids unknown fields, and the normalization seam
-(:mod:`tiny_agent.wire.chat.seam`) rebuilds messages field by field instead of
-copying what a provider sent.
-
-Pure: no I/O, no clock.
+They mirror the Chat Completions wire names (``tool_calls``, ``tool_call_id``) and nothing else: every
+Struct is closed, and the seams (:mod:`tiny_agent.wire`) rebuild messages field by field.
 """
 
 from __future__ import annotations
@@ -45,9 +39,7 @@ class UserMessage(msgspec.Struct, tag_field="role", tag="user", forbid_unknown_f
     content: str
 
 
-class AssistantMessage(
-    msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, frozen=True, gc=False
-):
+class AssistantMessage(msgspec.Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True, frozen=True, gc=False):
     content: str | None
     tool_calls: list[ToolCall] | UnsetType = UNSET
     """Absent (never ``null`` or ``[]``) when the model asked for no tools."""
@@ -117,10 +109,7 @@ SYNTHETIC_TEXTS: Final[dict[str, str]] = {
     "aborted": "Operation aborted before execution.",
     "interrupted": "Operation interrupted after execution status became unknown; the tool was not replayed.",
 }
-"""The fixed tool-result texts for calls that were not (or not knowingly) executed.
-
-Byte-exact and never localized: the reducer compares them verbatim.
-"""
+"""The fixed tool-result texts for calls that were not (or not knowingly) executed: byte-exact, compared verbatim."""
 
 PRE_EXECUTION_REASONS: Final[frozenset[str]] = frozenset(get_args(PreExecutionReason))
 

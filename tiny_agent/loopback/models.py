@@ -41,11 +41,11 @@ class ToolLoopModel:
         return streamed(event_stream(self.api, answer, self.shape), pieces=Pieces(seed=done), api=self.api, delay=self.delay)
 
 
+@dataclass(eq=False)
 class EndlessToolCaller(ToolLoopModel):
     """Calls the tool on every turn, forever (for turn limits and budgets)."""
 
-    def __init__(self, api: Api, *, tool: str = "read", arguments: str = '{"path":"README.md"}', stream: bool = False) -> None:
-        super().__init__(api, turns=2**62, tool=tool, arguments=arguments, stream=stream)
+    turns: int = 2**62
 
 
 def _chat_kind(message: dict[str, Any]) -> str | None:

@@ -82,8 +82,9 @@ class Database:
             if not row[1] or not row[2]:
                 with conn.transaction():  # under a lock, so that two workers starting at once do not race
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (pgschema.SCHEMA_LOCK,))
-                    if row[1]:
-                        _add_checkpoint_table(conn)
+                    if row[1]:  # tables made before checkpoints: a role that may not add theirs goes on without (a cache)
+                        with contextlib.suppress(pg_errors.InsufficientPrivilege), conn.transaction():
+                            conn.execute(pgschema.CREATE_CHECKPOINTS)
                     else:
                         for statement in pgschema.CREATE:
                             conn.execute(statement)
@@ -138,12 +139,3 @@ def read_chunks(conn: Connection, session_id: str, after: int = 0) -> Iterator[b
                 pending, size = [], 0
         if pending:
             yield b"".join(pending)
-
-
-def _add_checkpoint_table(conn: Connection) -> None:
-    """Tables made before checkpoints get their table; a role that may not create it goes on without (a cache)."""
-    try:
-        with conn.transaction():
-            conn.execute(pgschema.CREATE_CHECKPOINTS)
-    except pg_errors.InsufficientPrivilege:
-        return  # its folds then say, in one line each, that they have no checkpoint to read

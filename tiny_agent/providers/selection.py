@@ -1,19 +1,7 @@
-"""Choosing the endpoint of an invocation: flags, environment, the user's config, the session's record.
+"""Choosing the endpoint of an invocation from flags, environment, the user's config and the session's record.
 
-:func:`select_endpoint` turns the command line, the environment and the
-user's config file into one :class:`~tiny_agent.providers.endpoint.Endpoint`.
-Keys go only where they belong (see docs/provider.md, "Keys"):
-
-- a profile's own key variable is sent only to that profile's own hosts, and
-  only over https;
-- ``TINY_AGENT_API_KEY`` is the user's explicit key for whatever base URL is
-  in use;
-- a loopback URL needs no key and gets none unless ``TINY_AGENT_API_KEY`` is set;
-- any other remote URL with no key that may go there is a ``ConfigError``
-  that names the variable to set.
-
-Pure: the environment is a mapping passed in, the config file is read by
-:mod:`tiny_agent.providers.userconfig`.  No I/O.
+The order and where keys may go: docs/provider.md ("Choosing a provider", "Keys go only where they belong").
+Pure: the environment is a mapping passed in, the config file is read by :mod:`.userconfig`.
 """
 
 from __future__ import annotations
@@ -34,17 +22,15 @@ from tiny_agent.providers.keys import (
     safe_base_url,
 )
 from tiny_agent.providers.profiles import (
-    API_HEADERS,
     BASE_URL_ENV,
     BUILTIN_PROFILES,
     CUSTOM,
-    DEFAULT_MAX_TOKENS,
     MODEL_ENV,
     PROVIDER_ENV,
     KeyStyle,
     Profile,
     ProfileOrigin,
-    default_key_style,
+    speaking,
 )
 from tiny_agent.wire.registry import Api
 
@@ -86,13 +72,9 @@ def select_endpoint(
     recorded: RoutingTarget | None = None,
     require_key: bool = True,
 ) -> Endpoint:
-    """Choose the profile, base URL, model and key; pure over its arguments.
+    """Choose the profile, base URL, model and key, in the order docs/provider.md gives; pure over its arguments.
 
-    The provider: ``--provider`` / ``TINY_AGENT_PROVIDER``; else ``custom`` when
-    a base URL is given (``--base-url`` / ``TINY_AGENT_BASE_URL``); else the
-    session's own (``recorded``, from its routing identity, for ``resume``);
-    else the config file's ``provider``; else the one provider whose own key
-    variable is set.  ``require_key=False`` defers the key check to
+    ``recorded``: the session's routing identity (``resume``).  ``require_key=False`` defers the key check to
     :meth:`Endpoint.require_key` (``resume --dry-run`` asks no model).
     """
     table = profile_table(config)
@@ -184,24 +166,7 @@ def _resolve_profile(
 
 def _custom_speaking(profile: Profile, api: Api, adapters: tuple[str, ...]) -> Profile:
     """``custom`` with the API the user chose: that API's key header, required headers and defaults."""
-    return msgspec.structs.replace(
-        profile,
-        api=api,
-        adapters=adapters,
-        key_style=default_key_style(api),
-        headers=API_HEADERS.get(api, ()),
-        max_tokens=DEFAULT_MAX_TOKENS.get(api),
-    )
-
-
-def _config_base_url_applies(config: UserConfig, profile: Profile) -> bool:
-    """The config file's base_url goes with its own provider, or with custom when it names none."""
-    return config.provider == profile.name or (config.provider is None and profile.name == CUSTOM)
-
-
-def _config_model_applies(config: UserConfig, profile: Profile) -> bool:
-    """The config file's model goes with its own provider, or with any when it names none."""
-    return config.provider is None or config.provider == profile.name
+    return msgspec.structs.replace(profile, adapters=adapters, **speaking(api))
 
 
 def _choose_base_url(
@@ -219,7 +184,9 @@ def _choose_base_url(
             # The journal kept the URL without its secret; it cannot be requested as recorded.
             raise ConfigError(f"the session's base URL had a secret that was not recorded: pass --base-url or set {BASE_URL_ENV}")
         return recorded.base_url, "the session's routing identity"
-    if config is not None and config.base_url is not None and _config_base_url_applies(config, profile):
+    # The config file's base_url goes with its own provider, or with custom when it names none.
+    applies = config is not None and (config.provider == profile.name or (config.provider is None and profile.name == CUSTOM))
+    if config is not None and config.base_url is not None and applies:
         return config.base_url, f"config file {config.source}"
     if profile.base_url is not None:
         return profile.base_url, f"provider {profile.name}"
@@ -241,7 +208,8 @@ def _choose_model(
         return recorded.model
     if config is not None and profile.name in config.provider_models:
         return config.provider_models[profile.name]
-    if config is not None and config.model is not None and _config_model_applies(config, profile):
+    # The config file's model goes with its own provider, or with any when it names none.
+    if config is not None and config.model is not None and config.provider in (None, profile.name):
         return config.model
     if profile.model is not None:
         return profile.model

@@ -1,43 +1,8 @@
-"""The user's config file: a default provider and model, the user's own providers, per-model facts.
+"""The user's config file: a default provider and model, the user's own providers, MCP servers, per-model facts.
 
-TOML at ``$TINY_AGENT_CONFIG``, else ``$XDG_CONFIG_HOME/tiny-agent/config.toml``,
-else ``~/.config/tiny-agent/config.toml``::
-
-    provider = "openrouter"            # used when no --provider, TINY_AGENT_PROVIDER or --base-url
-    model = "openai/gpt-4o-mini"       # goes with that provider
-    # base_url = "https://..."         # goes with that provider (azure needs one)
-
-    [providers.work]                   # a provider of your own
-    base_url = "https://llm.example.com/v1"
-    key_variable = "WORK_LLM_KEY"      # sent only to llm.example.com
-    adapters = ["empty-tool-calls-is-none"]
-    model = "work-large"               # its default model
-
-    [providers.ollama]                 # a built-in's table takes its default model only
-    model = "qwen3:8b"
-
-    [custom]                           # what `custom` (any --base-url) speaks
-    api = "chat"
-    adapters = []
-
-    [mcp.github]                       # an MCP server, used with --mcp github (docs/tools.md)
-    url = "https://mcp.example.com/mcp"
-    headers = { Authorization = "Bearer ${GITHUB_TOKEN}" }   # secrets by variable name only
-    allowed_tools = ["search_issues"]  # run without asking; the others ask on a terminal
-
-    [models."openai/gpt-4o-mini"]      # for context management and cost reports
-    context_window = 128000
-    input = 0.15                       # USD per million tokens
-    output = 0.60
-    cache_read = 0.075
-
-A missing file is an empty config (unless ``TINY_AGENT_CONFIG`` names it: then
-the user meant a file, and its absence is an error).  A bad file is one
-``ConfigError`` line naming the file and the key.  Unknown keys are errors, so
-a typo is never silently ignored.
-
-Reading the file (:func:`load_user_config`) is the only I/O here; parsing
-(:func:`parse_user_config`) is pure.
+Where it is, what it holds and how a bad one is reported: docs/provider.md, "The config file" ([mcp.NAME]:
+docs/tools.md).  Unknown keys are errors, so a typo is never silently ignored.  Reading the file
+(:func:`load_user_config`) is the only I/O here; parsing (:func:`parse_user_config`) is pure.
 """
 
 from __future__ import annotations
@@ -54,7 +19,7 @@ import msgspec
 
 from tiny_agent.errors import ConfigError, os_error
 from tiny_agent.providers.keys import PROFILE_NAME, base_url_problem
-from tiny_agent.providers.profiles import API_HEADERS, BUILTIN_NAMES, DEFAULT_MAX_TOKENS, KeyStyle, Profile, default_key_style
+from tiny_agent.providers.profiles import BUILTIN_NAMES, KeyStyle, Profile, speaking
 from tiny_agent.wire.chat.adapters import is_known_adapter
 from tiny_agent.wire.registry import Api
 
@@ -249,9 +214,7 @@ def _builtin_model(name: str, table: Any, source: str) -> str:
 def _profile(name: str, table: Any, source: str) -> Profile:
     where = ("providers", name)
     if not PROFILE_NAME.fullmatch(name):
-        raise ConfigError(
-            f"config file {source}: {_key(where)}: a provider name is lower-case letters, digits, '.', '_' and '-'"
-        )
+        raise ConfigError(f"config file {source}: {_key(where)}: a provider name is lower-case letters, digits, '.', '_' and '-'")
     written = _convert(table, _ProfileTable, source, where)
     parts = _check_base_url(written.base_url, source, (*where, "base_url"))
     _check_adapters(written.adapters, written.api, source, (*where, "adapters"))
@@ -259,16 +222,13 @@ def _profile(name: str, table: Any, source: str) -> Profile:
     destinations = (f"{parts.scheme}://{parts.hostname}",) if written.key_variable else ()
     return Profile(
         name=name,
-        api=written.api,
         base_url=written.base_url,
         key_variable=written.key_variable,
-        key_style=written.key_style or default_key_style(written.api),
         key_destinations=destinations,
-        headers=API_HEADERS.get(written.api, ()),
         adapters=written.adapters,
         streaming=written.streaming,
         stream_usage=written.stream_usage,
-        max_tokens=written.max_tokens or DEFAULT_MAX_TOKENS.get(written.api),
+        **speaking(written.api, written.key_style, written.max_tokens),
         origin="config",
         model=written.model,
     )

@@ -101,7 +101,7 @@ class PgCheckpoints:
         except Unusable as unusable:
             reason = str(unusable)
         except psycopg.Error as error:
-            reason = f"cannot be read ({self._detail(error)})"
+            reason = f"cannot be read ({self.store.detail(error, error.diag.message_primary)})"
         self._note(f"checkpoint of session {session_id} {reason}; folding the whole session")
         return size, None
 
@@ -132,12 +132,8 @@ class PgCheckpoints:
             with conn.transaction():
                 conn.execute(pgschema.SAVE_CHECKPOINT, row)
         except psycopg.Error as error:
-            self._note(f"checkpoint of session {session_id} was not written ({self._detail(error)})")
-
-    def _detail(self, error: psycopg.Error) -> str:
-        """The server's one-line message (without the statement it quotes), or the driver's."""
-        said = error.diag.message_primary or str(error)
-        return pgschema.without_secrets(" ".join(said.split()) or type(error).__name__, self.store.url)
+            detail = self.store.detail(error, error.diag.message_primary)
+            self._note(f"checkpoint of session {session_id} was not written ({detail})")
 
 
 def _resumed(conn: Connection, session_id: str, stored: StoredCheckpoint) -> Resumed:

@@ -67,9 +67,10 @@ class Database:
             raise
         return conn
 
-    def detail(self, error: Exception) -> str:
-        """The driver's message on one line, without any trace of the URL's password."""
-        return pgschema.without_secrets(" ".join(str(error).split()) or type(error).__name__, self.url)
+    def detail(self, error: Exception, said: str | None = None) -> str:
+        """The driver's message (or ``said``: the server's, without the statement it quotes) on one line, without any trace
+        of the URL's password."""
+        return pgschema.without_secrets(" ".join((said or str(error)).split()) or type(error).__name__, self.url)
 
     def unavailable(self, what: str, error: Exception) -> StoreUnavailable:
         return StoreUnavailable(f"{self.label}: {what}: {self.detail(error)}")

@@ -33,6 +33,7 @@ from tiny_agent.fold import snapshot as snapshots
 from tiny_agent.fold.snapshot import Older, SnapshotInvalid, SnapshotRefused, capture, decode_snapshot, encode_snapshot, restore
 from tiny_agent.journal.partial import in_memory
 from tiny_agent.journal.state import AppliedEntry, ToolCallState
+from tiny_agent.oversight.verify import verify
 from tiny_agent.stores import checkpoints
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
 from tiny_agent.stores.journal import read_journal
@@ -389,6 +390,144 @@ def test_a_corrupt_checkpoint_is_ignored_with_a_note(tmp_path, damage):
     state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path)
     assert state.to_json_bytes() == read_journal(path).to_json_bytes()
     assert len(notes) == 1 and notes[0].startswith(f"checkpoint of {path.name} ")
+
+
+# -- the lean restore's prefix check: the same file, its edges, the next seal ---------------------
+
+
+def long_session(tmp_path: Path, version: int = 3) -> tuple[Path, RunWriter]:
+    """A session whose checkpointed prefix is several times the edges a lean restore hashes, then one more run."""
+    path, run = grown_session(tmp_path, version, runs=0)
+    for number in range(8):
+        run.start(f"question {number}")
+        run.attempt()
+        asked = run.call_tools([("read", '{"path":"big.txt"}')])
+        run.run_tool(asked, 0, f"{number} " + "middle of the journal ✓ " * 2000)
+        run.attempt()
+        run.finish(run.answer(f"answer {number}"))
+    Checkpoints(tmp_path, threshold=0).read(path)
+    assert path.stat().st_size > 4 * checkpoints.EDGE
+    add_runs(run, 1)
+    return path, run
+
+
+def checkpoint_length(tmp_path: Path) -> int:
+    return int(json.loads(stored(tmp_path).read_bytes()[: checkpoints.KEY_SIZE])["length"])
+
+
+def fold_outcome(store: Checkpoints, path: Path, lean: bool) -> bytes | tuple[object, ...]:
+    try:
+        return store.fold(path, lean=lean).state.to_json_bytes()
+    except CorruptionError as error:
+        return (error.code, error.line, error.seq, error.reason)
+
+
+def edit_in_place(path: Path, offset: int, byte: bytes) -> None:
+    """Overwrite one byte where it is (same inode, same length), as an editor that writes in place would."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, byte, offset)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_lean_restore_reads_the_prefix_only_at_its_edges(tmp_path, monkeypatch, version):
+    path, _ = long_session(tmp_path, version)
+    length, journal = checkpoint_length(tmp_path), path.stat().st_ino
+    reads: list[tuple[int, int]] = []
+    real = os.pread
+
+    def pread(fd: int, size: int, offset: int) -> bytes:
+        if os.fstat(fd).st_ino == journal:
+            reads.append((offset, offset + size))
+        return real(fd, size, offset)
+
+    monkeypatch.setattr(checkpoints.os, "pread", pread)
+    restores, notes = Restores(monkeypatch), Notes()
+    state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).fold(path, lean=True).state
+    monkeypatch.undo()
+    assert state.to_json_bytes() == read_journal(path).to_json_bytes()
+    assert restores.count == 1 and notes == []
+    middle = (checkpoints.EDGE, length - checkpoints.EDGE)
+    assert reads and all(end <= middle[0] or start >= middle[1] for start, end in reads), reads
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_edit_inside_the_prefix_that_keeps_the_inode_is_seen_by_a_whole_restore_not_by_a_lean_one(tmp_path, version):
+    """The design's limit, kept visible: the next turn trusts the middle of its own file; replay, audit and verify do not."""
+    path, _ = long_session(tmp_path, version)
+    middle = path.read_bytes().index(b"middle of the journal", checkpoint_length(tmp_path) // 2)
+    edit_in_place(path, middle, b"M")
+    notes = Notes()
+    store = Checkpoints(tmp_path, threshold=1 << 30, note=notes)
+    assert b"Middle of the journal" not in store.fold(path, lean=True).state.to_json_bytes()
+    assert notes == []
+    assert fold_outcome(store, path, lean=False) == outcome(Fold(), path.read_bytes())
+    assert len(notes) == 1 and "changed" in notes[0]
+    if version == 3:
+        assert verify(path).status == "corrupt"
+
+
+@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("where", ["header", "before the checkpoint"])
+def test_an_edit_at_the_prefixs_edges_makes_a_lean_restore_fold_in_full(tmp_path, monkeypatch, version, where):
+    path, _ = long_session(tmp_path, version)
+    data = path.read_bytes()
+    length = checkpoint_length(tmp_path)
+    offset = data.index(b"/workspace") + 1 if where == "header" else data.rindex(b"answer 7", 0, length) + len(b"answer ")
+    edit_in_place(path, offset, b"9" if where != "header" else b"W")
+    notes, restores = Notes(), Restores(monkeypatch)
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, lean=True) == outcome(Fold(), path.read_bytes())
+    assert restores.count <= 1
+    assert len(notes) == 1 and "does not match the journal" in notes[0]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("edited", [False, True], ids=["same bytes", "a middle byte changed"])
+def test_a_replaced_journal_of_the_same_length_is_hashed_in_full(tmp_path, monkeypatch, version, edited):
+    """Another inode (a copy put in its place, a restored backup): the lean restore checks the whole prefix."""
+    path, _ = long_session(tmp_path, version)
+    data = bytearray(path.read_bytes())
+    if edited:
+        data[data.index(b"middle of the journal", checkpoint_length(tmp_path) // 2)] = ord("M")
+    before = path.stat().st_ino
+    copy = path.with_name("copy")
+    copy.write_bytes(bytes(data))
+    os.replace(copy, path)
+    assert path.stat().st_ino != before and path.stat().st_size == len(data)
+    notes, restores = Notes(), Restores(monkeypatch)
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, lean=True) == outcome(Fold(), bytes(data))
+    if edited:
+        assert len(notes) == 1 and "changed" in notes[0]
+    else:
+        assert restores.count == 1 and notes == []
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_journal_truncated_and_grown_again_past_its_checkpoint_is_folded_in_full(tmp_path, monkeypatch, version):
+    """Same inode, longer than the checkpoint again, other bytes across its boundary."""
+    path, _ = long_session(tmp_path, version)
+    data = path.read_bytes()
+    length = checkpoint_length(tmp_path)
+    cut = data.rindex(b"\n", 0, data.rindex(b"\n", 0, length - 1)) + 1
+    os.truncate(path, cut)
+    with open(path, "ab") as journal:
+        journal.write(data[cut:].replace(b"answer 7", b"answer X"))
+    assert path.stat().st_size == len(data)
+    notes = Notes()
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, lean=True) == outcome(Fold(), path.read_bytes())
+    assert len(notes) == 1 and "does not match the journal" in notes[0]
+
+
+def test_a_lean_restore_that_will_renew_the_checkpoint_hashes_the_prefix_in_full(tmp_path):
+    """The renewed checkpoint's key needs the whole prefix's digest, so that fold checks it as a whole restore does."""
+    path, _ = long_session(tmp_path)
+    middle = path.read_bytes().index(b"middle of the journal", checkpoint_length(tmp_path) // 2)
+    edit_in_place(path, middle, b"M")
+    notes = Notes()
+    assert fold_outcome(Checkpoints(tmp_path, threshold=0, note=notes), path, lean=True) == outcome(Fold(), path.read_bytes())
+    assert len(notes) == 1 and "changed" in notes[0]
 
 
 def test_a_checkpoint_that_is_not_a_regular_file_is_ignored_with_a_note(tmp_path):

@@ -11,6 +11,9 @@ frame's bytes at a time, never the whole snapshot.  The key says which bytes the
 
 - ``length`` and ``prefix``: the journal's first ``length`` bytes (whole
   lines) and their SHA-256;
+- ``file`` and ``edges``: the journal file's identity (device and inode) when
+  the checkpoint was written, and the SHA-256 of the prefix's first and last
+  :data:`EDGE` bytes (its header, and the lines just before the checkpoint);
 - ``chain`` (v3): the seal chain through the last of those lines, which the
   next line's seal must carry;
 - ``fold``: a digest of the fold's own source (and Python's and msgspec's
@@ -22,13 +25,20 @@ A lean fold (:meth:`Checkpoints.fold`, for the commands that write the next
 turn) skips the frames of the entries before the active context and reads
 them back only when the state first needs them.
 
-A checkpoint is used only when every check passes.  The journal prefix is
-hashed in full every time (in a thread, while the snapshot is decoded): a
-v3 chain that the next line vouches for would be cheaper, but it is only the
-journal's own claim about its prefix, and an edited prefix must be refused
-the way folding it would refuse it.  Any mismatch, and any checkpoint that
-cannot be read or decoded, makes the caller's ``note`` say why (one line)
-and the journal is folded in full: a checkpoint is a cache, never an error.
+A checkpoint is used only when every check passes.  A whole restore
+(``replay``, ``audit``: they read everything anyway) hashes the prefix in
+full (in a thread, while the snapshot is decoded), so it folds on from
+exactly the bytes the checkpoint folded.  A lean restore that will not renew
+the checkpoint reads only the tail: in the same file (same device and inode,
+at least as long) whose edges hash as they did and whose next line's seal
+carries the chain (v3), it takes the prefix as unchanged, since a journal is
+only ever appended to; another file, or a tail long enough to renew the
+checkpoint, is hashed in full.  So an edit inside the prefix, away from its
+edges, that keeps the inode is not noticed by the next turn (a whole restore
+notices it, and so does ``verify`` in v3): docs/journal.md, "Checkpoints".
+Any mismatch, and any checkpoint that cannot be read or decoded, makes the
+caller's ``note`` say why (one line) and the journal is folded in full: a
+checkpoint is a cache, never an error.
 
 New checkpoints are written when a fold reads at least ``threshold`` bytes
 (the whole journal, or the tail after a checkpoint), so a checkpoint of a
@@ -78,6 +88,8 @@ FRAME_LIMIT: Final = 1 << 30
 """A frame is a few MB; a length beyond this is a corrupt file, not an allocation to attempt."""
 SEAL_PROBE: Final = 1 << 20
 """How far past a v3 checkpoint the next line's end (and its seal) is looked for before hashing the prefix."""
+EDGE: Final = 64 << 10
+"""The prefix's edges a lean restore hashes instead of the whole: its first and its last 64 KiB."""
 
 Note = Callable[[str], None]
 
@@ -94,6 +106,10 @@ class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
     lines: int
     prefix: str
     """``sha256:<hex>`` of the journal's first ``length`` bytes."""
+    file: tuple[int, int]
+    """The journal's ``(st_dev, st_ino)`` when the checkpoint was written."""
+    edges: str
+    """``sha256:<hex>`` of the first and the last :data:`EDGE` bytes of those ``length`` (:func:`_edges`)."""
     chain: str | None
     """v3: the chain through line ``lines``, which the seal of the next line must carry."""
     body: int
@@ -164,23 +180,25 @@ class Checkpoints:
     def _fold(self, journal: Path, where: Path, fd: int, lean: bool) -> Fold:
         size = os.fstat(fd).st_size
         with collector_paused():
-            start = self._resume(journal, where, fd, size, lean)
+            # Lean, a tail too short to renew the checkpoint needs no digest of the prefix (see the module's docstring).
+            start = self._resume(journal, where, fd, size, lean, self.threshold if lean else 0)
             if start is None:
                 fold = Fold()
                 offset = 0
                 prefix = PrefixDigest(hashlib.sha256()) if size >= self.threshold else None
             else:
-                fold, offset, prefix = start.fold, start.offset, PrefixDigest(start.digest, start.offset)
+                fold, offset = start.fold, start.offset
+                prefix = None if start.digest is None else PrefixDigest(start.digest, start.offset)
             reduce_chunks(_chunks(fd, offset, prefix), fold)
             if prefix is not None and fold.committed_length - offset >= self.threshold:
-                self._save(where, fold, prefix)
+                self._save(where, fold, prefix, fd)
         return fold
 
     # -- using a checkpoint ----------------------------------------------------------------
 
-    def _resume(self, journal: Path, where: Path, fd: int, size: int, lean: bool = False) -> Resumed | None:
+    def _resume(self, journal: Path, where: Path, fd: int, size: int, lean: bool = False, short_tail: int = 0) -> Resumed | None:
         try:
-            return _resumed(where, fd, size, lean)
+            return _resumed(where, fd, size, lean, short_tail)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -192,7 +210,7 @@ class Checkpoints:
 
     # -- writing one ----------------------------------------------------------------------
 
-    def _save(self, where: Path, fold: Fold, prefix: PrefixDigest) -> None:
+    def _save(self, where: Path, fold: Fold, prefix: PrefixDigest, fd: int) -> None:
         """Write the fold's checkpoint; a fold that cannot be stored, or a directory that refuses it, only costs speed."""
         from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotRefused, capture, snapshot_frames
 
@@ -211,6 +229,8 @@ class Checkpoints:
             length=fold.committed_length,
             lines=fold.lines,
             prefix=prefix.value(),
+            file=_file_of(fd),
+            edges=_edges(fd, fold.committed_length),
             chain=fold.chain if fold.profile.sealed else None,
             body=0,
         )
@@ -221,12 +241,16 @@ class Resumed(msgspec.Struct):
     fold: Fold
     offset: int
     """Where the journal's unread tail starts (the checkpoint's length)."""
-    digest: hashlib._Hash
-    """SHA-256 over the journal's first ``offset`` bytes, to extend over the tail."""
+    digest: hashlib._Hash | None
+    """SHA-256 over the journal's first ``offset`` bytes, to extend over the tail (None: the prefix was not hashed)."""
 
 
-def _resumed(where: Path, fd: int, size: int, lean: bool) -> Resumed:
-    """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError."""
+def _resumed(where: Path, fd: int, size: int, lean: bool, short_tail: int = 0) -> Resumed:
+    """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError.
+
+    ``lean`` with a tail shorter than ``short_tail``: in the file the checkpoint was made from, the prefix's edges
+    stand for the prefix (no digest then); else it is hashed in full.
+    """
     with _open_checkpoint(where) as checkpoint:
         from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, SnapshotReader, restore
 
@@ -240,20 +264,26 @@ def _resumed(where: Path, fd: int, size: int, lean: bool) -> Resumed:
             raise Unusable(f"covers {key.length} bytes but the journal has {size} (truncated or replaced?)")
         if key.chain is not None and not _next_seal_carries(fd, key.length, size, key.chain):
             raise Unusable("does not match the journal (the next line's seal carries another chain)")
-        hashing = _Hashing(fd, key.length)
+        changed = Unusable(f"does not match the journal (its first {key.length} bytes changed)")
+        if lean and size - key.length < short_tail and key.file == _file_of(fd):
+            if _edges(fd, key.length) != key.edges:
+                raise changed
+            hashing = None
+        else:
+            hashing = _Hashing(fd, key.length)
         reader = SnapshotReader()
         try:
             frames, older = _read_frames(checkpoint, body_start, reader, lean)
         finally:
-            prefix = hashing.result()
+            prefix = None if hashing is None else hashing.result()
     if frames != key.body:
         raise Unusable(f"is corrupt (it holds {frames} frames, its key says {key.body})")
     try:
         fold = restore(reader.snapshot(), older)
     except SnapshotInvalid as invalid:
         raise Unusable(f"is corrupt ({invalid})") from None
-    if "sha256:" + prefix.hexdigest() != key.prefix:
-        raise Unusable(f"does not match the journal (its first {key.length} bytes changed)")
+    if prefix is not None and "sha256:" + prefix.hexdigest() != key.prefix:
+        raise changed
     if fold.committed_length != key.length or fold.lines != key.lines or fold.state.header.id != key.session:
         raise Unusable("is corrupt (its key and its snapshot disagree)")
     return Resumed(fold=fold, offset=key.length, digest=prefix)
@@ -278,6 +308,18 @@ def _next_seal_carries(fd: int, start: int, size: int, chain: str) -> bool:
     if end == -1:
         return True
     return chain.encode() in probe[max(0, end - 256) : end]
+
+
+def _file_of(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def _edges(fd: int, length: int) -> str:
+    """SHA-256 of the first and the last :data:`EDGE` bytes of the journal's first ``length`` (they may overlap)."""
+    head = os.pread(fd, min(EDGE, length), 0)
+    last = os.pread(fd, min(EDGE, length), max(0, length - EDGE))
+    return "sha256:" + hashlib.sha256(head + last).hexdigest()
 
 
 class _Hashing:

@@ -189,29 +189,28 @@ Record = RunStarted | CompactionStarted | StepAttempt | StepFailed | ToolStarted
 
 
 # -- facts ------------------------------------------------------------------
-#
-# Members in the order people expect: kind (the tag), seq, id, timestamp, then the body.  The writer
-# stamps seq and timestamp at commit; whoever builds a fact picks its id (others may name it).
 
 
-class EntryFact(msgspec.Struct, tag_field="kind", tag="entry", forbid_unknown_fields=True, kw_only=True):
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Every fact's first members, after its kind (the tag): the order people expect when they open a journal.
+
+    The writer stamps ``seq`` and ``timestamp`` at commit; whoever builds a fact picks its ``id`` (others may name it).
+    """
+
     seq: int = 0
     id: str
     timestamp: int = 0
+
+
+class EntryFact(_Envelope, tag_field="kind", tag="entry", kw_only=True):
     entry: Entry
 
 
-class RecordFact(msgspec.Struct, tag_field="kind", tag="record", forbid_unknown_fields=True, kw_only=True):
-    seq: int = 0
-    id: str
-    timestamp: int = 0
+class RecordFact(_Envelope, tag_field="kind", tag="record", kw_only=True):
     record: Record
 
 
-class UsageFact(msgspec.Struct, tag_field="kind", tag="usage", forbid_unknown_fields=True, kw_only=True):
-    seq: int = 0
-    id: str
-    timestamp: int = 0
+class UsageFact(_Envelope, tag_field="kind", tag="usage", kw_only=True):
     operationId: str
     attemptId: str | UnsetType = UNSET
     toolStartedId: str | UnsetType = UNSET
@@ -237,10 +236,7 @@ class RawResponse(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Why the body ended early (a stream cut off, a read timeout, an interrupt); the body holds what did arrive."""
 
 
-class RawFact(msgspec.Struct, tag_field="kind", tag="raw", forbid_unknown_fields=True, kw_only=True):
-    seq: int = 0
-    id: str
-    timestamp: int = 0
+class RawFact(_Envelope, tag_field="kind", tag="raw", kw_only=True):
     operationId: str
     attemptId: str
     raw: RawResponse
@@ -262,21 +258,15 @@ class McpMessage(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     incomplete: str | UnsetType = UNSET
 
 
-class McpFact(msgspec.Struct, tag_field="kind", tag="mcp", forbid_unknown_fields=True, kw_only=True):
+class McpFact(_Envelope, tag_field="kind", tag="mcp", kw_only=True):
     """v3: MCP messages of one server, linked to the ``toolStarted`` they serve (none: start-up, shutdown)."""
 
-    seq: int = 0
-    id: str
-    timestamp: int = 0
     server: str
     toolStartedId: str | UnsetType = UNSET
     messages: list[McpMessage]
 
 
-class SealFact(msgspec.Struct, tag_field="kind", tag="seal", forbid_unknown_fields=True, kw_only=True):
-    seq: int = 0
-    id: str
-    timestamp: int = 0
+class SealFact(_Envelope, tag_field="kind", tag="seal", kw_only=True):
     chain: str
 
 

@@ -1,16 +1,14 @@
-"""What every command shares, without typer: naming sessions, reading journals, output, and how errors end a command.
-
-Nothing here imports typer (nor, through it, click and pydantic), so the
-commands that the lean path runs (:mod:`tiny_agent.cli.lean`) start without them.
-"""
+"""What every command shares, without typer (the lean path imports it): naming sessions, reading journals, output, and
+how errors end a command."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CorruptionError, TinyAgentError, os_error
 
@@ -29,26 +27,22 @@ class Where:
 
     def __init__(self, stored: Stored) -> None:
         self.stored = stored
-        self._store: Store | None = None
 
-    @property
+    @cached_property
     def store(self) -> Store:
-        if self._store is None:
-            from tiny_agent.stores.base import choose_store
+        from tiny_agent.stores.base import choose_store
 
-            self._store = choose_store(self.stored.sessions_dir, self.stored.store_url)
-        return self._store
+        return choose_store(self.stored.sessions_dir, self.stored.store_url)
 
     def find(self, reference: str) -> Found:
         return Found(self.store, self.store.resolve(reference))
 
 
-class Found:
+class Found(NamedTuple):
     """A session and the store that holds it (a journal path is a file whatever the store)."""
 
-    def __init__(self, store: Store, session: Session) -> None:
-        self.store = store
-        self.session = session
+    store: Store
+    session: Session
 
     @property
     def name(self) -> str:

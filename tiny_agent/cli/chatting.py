@@ -1,11 +1,5 @@
-"""``tiny-agent chat``: an interactive loop on one session, each line a run, and slash commands.
-
-The session's writer is held for the whole chat (another process cannot
-write it meanwhile).  Each line is one run, driven by the same loop as
-``run``: Ctrl-C during a run aborts that run durably and returns to the
-prompt; Ctrl-C at the prompt clears the line; Ctrl-D (or ``/exit``) leaves,
-and the journal is sealed on the way out.  ``/help`` lists the slash commands.
-"""
+"""``tiny-agent chat``: an interactive loop on one session (its writer held throughout), each line a run driven as by
+``run``, and slash commands (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -18,10 +12,8 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from tiny_agent.cli.basics import Found, Where, progress
-from tiny_agent.cli.driving import Started, runtime_for, show_answer, start
+from tiny_agent.cli.driving import Started, compacted, found_of, new_session, runtime_for, show_answer, start, writer_handle
 from tiny_agent.cli.settings import endpoint_for, parse_durability, recorded_target
-from tiny_agent.cli.writing import new_session, writer_handle
-from tiny_agent.oversight.render import counted
 
 if TYPE_CHECKING:
     from tiny_agent.agent.loop import DriveResult
@@ -82,7 +74,7 @@ class _Chat:
         return writer_handle(self.writer, self.where.store)
 
     def loop(self) -> None:
-        history = _History()
+        save_history = _history()
         while True:
             try:
                 line = input(PROMPT)
@@ -103,7 +95,7 @@ class _Chat:
                 sys.stdout.flush()
             elif text:
                 self.run(line)
-        history.save()
+        save_history()
 
     def run(self, prompt: str) -> None:
         from tiny_agent.agent.loop import Driver
@@ -174,9 +166,7 @@ class _Chat:
         finally:
             self.runtime.compacting = policy
         if result.status == "completed":
-            after = len(self.writer.state.activeContext)
-            went = f"from {counted(before, 'message')} to {after}"
-            sys.stdout.write(f"compacted: the model's context went {went} (a summary and {after - 1} kept)\n")
+            sys.stdout.write(compacted(before, self.writer) + "\n")
         elif result.status != "idle":
             self.show(result)
 
@@ -213,43 +203,31 @@ class _Chat:
             sys.stdout.write(line + "\n")
 
     def _found(self) -> Found:
-        writer = self.writer
-        return self.where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id)
+        return found_of(self.writer, self.where)
 
 
-class _History:
-    """Readline editing and a history file in the per-user state directory (when readline is there).
-
-    Importing readline is what turns on line editing for ``input()``; it
-    also records each line entered, so saving is all that is left to do.
-    """
-
-    def __init__(self) -> None:
-        try:
-            import readline
-        except ImportError:  # a Python built without readline: plain input() still works
-            self._readline = None
-            return
-        self._readline = readline
-        self._path = _history_path()
-        if self._path.is_file():
-            try:
-                readline.read_history_file(self._path)
-            except OSError:
-                progress(f"could not read the chat history {self._path}; starting without it")
-
-    def save(self) -> None:
-        if self._readline is None:
-            return
-        try:
-            self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._readline.write_history_file(self._path)
-            os.chmod(self._path, 0o600)
-        except OSError:
-            progress(f"could not save the chat history to {self._path}")
-
-
-def _history_path() -> Path:
+def _history() -> Callable[[], None]:
+    """Readline editing (importing readline turns it on for ``input()``, and records each line) and a history file in
+    the per-user state directory; returns what saves it.  A Python built without readline: plain input() still works."""
+    try:
+        import readline
+    except ImportError:
+        return lambda: None
     state_home = os.environ.get("XDG_STATE_HOME") or ""
     base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
-    return base / "tiny-agent" / "chat_history"
+    path = base / "tiny-agent" / "chat_history"
+    if path.is_file():
+        try:
+            readline.read_history_file(path)
+        except OSError:
+            progress(f"could not read the chat history {path}; starting without it")
+
+    def save() -> None:
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            readline.write_history_file(path)
+            os.chmod(path, 0o600)
+        except OSError:
+            progress(f"could not save the chat history to {path}")
+
+    return save

@@ -1,4 +1,6 @@
-"""Commands that drive a session: run, demo, resume, compact (and what chat shares with them)."""
+"""Commands that drive a session: run, demo, resume, compact; and opening a session to write it, whatever the store
+(shared with chat).  A journal file is opened through its checkpoint when one checks out; a database's session is folded
+from its rows under the writer's lock."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from tiny_agent.cli.basics import Found, Where, corrupt, print_json, progress, read_input
+from tiny_agent.cli.basics import Found, Where, corrupt, handle_of, print_json, progress, read_input
 from tiny_agent.cli.declarations import Drive
 from tiny_agent.cli.settings import (
     compacting_for,
@@ -20,17 +22,20 @@ from tiny_agent.cli.settings import (
     recorded_target,
     system_prompt,
 )
-from tiny_agent.cli.writing import new_session, newest_here, open_idle, open_writer, refuse_if_held, writer_handle
 from tiny_agent.errors import (
     BlockedError,
+    Busy,
     CorruptionError,
     Interrupted,
+    Locked,
     Refused,
     RunFailed,
     StepLimitReached,
     StorageError,
     Terminated,
     UsageError,
+    VerificationFailed,
+    os_error,
 )
 from tiny_agent.oversight.render import counted
 
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
     from tiny_agent.journal.state import SessionState
     from tiny_agent.providers.endpoint import Endpoint
     from tiny_agent.stores.base import Store
-    from tiny_agent.stores.journal import JournalWriter
+    from tiny_agent.stores.journal import Durability, JournalWriter
 
 
 def _drive(
@@ -118,16 +123,13 @@ def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
         hint = " (raise it with --max-tokens)" if result.cut_off else ""
         raise error(f"{result.reason}{hint} (session {handle}; `tiny-agent replay {handle}` shows it)")
     if result.unreachable:
-        raise BlockedError(f"{result.reason}; the run stays open: {unreachable_hint(handle)}")
+        retry = f"`tiny-agent resume {handle}` tries again once the provider is up (or `--abort`s the run)"
+        raise BlockedError(f"{result.reason}; the run stays open: {retry}")
     if result.status == "aborted":
         stopped = Terminated if result.stopped_by == "terminate" else Interrupted
         raise stopped(f"run {result.reason}; the journal records it cleanly (session {handle})")
     if result.status == "blocked":
         raise BlockedError(result.reason or "recovery is blocked")
-
-
-def unreachable_hint(handle: str) -> str:
-    return f"`tiny-agent resume {handle}` tries again once the provider is up (or `--abort`s the run)"
 
 
 def _read_prompt(prompt: str) -> str:
@@ -256,10 +258,12 @@ def run(args: Run) -> None:
 def demo(args: Demo) -> None:
     from tiny_agent.cli.looking import print_found
     from tiny_agent.loopback import DEMO_MODEL, DEMO_PROMPT, LoopbackServer, demo_script
+    from tiny_agent.providers.selection import Requested, select_endpoint
 
     with LoopbackServer(demo_script()) as server:
         options = Drive(provider="custom", base_url=server.base_url, model=DEMO_MODEL, stream=False)
-        endpoint = _demo_endpoint(options)
+        # a custom Chat Completions profile on loopback, whatever keys are set
+        endpoint = select_endpoint(Requested(provider="custom", base_url=server.base_url, model=DEMO_MODEL), {}, None)
         progress(f"a scripted Chat Completions server is listening on {server.base_url}")
         display = _display()
         runtime = runtime_for(options, endpoint, display)
@@ -274,7 +278,7 @@ def demo(args: Demo) -> None:
     handle = writer_handle(writer, where.store)
     out = sys.stdout
     out.write(f"\n=== replay of {writer.path} ===\n\n")
-    found = where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id)
+    found = found_of(writer, where)
     print_found(found.state(), found)
     out.write(
         f"\nThe provider was asked {counted(requests, 'time')}; each response is in the journal twice: raw, exactly as\n"
@@ -284,14 +288,6 @@ def demo(args: Demo) -> None:
         f"  tiny-agent audit {handle}\n"
         f"  tiny-agent verify {handle}\n"
     )
-
-
-def _demo_endpoint(options: Drive) -> Endpoint:
-    """The bundled server's endpoint: a custom Chat Completions profile on loopback, whatever keys are set."""
-    from tiny_agent.providers.selection import Requested, select_endpoint
-
-    requested = Requested(provider=options.provider, base_url=options.base_url, model=options.model)
-    return select_endpoint(requested, {}, None)
 
 
 def resume(args: Resume) -> None:
@@ -416,7 +412,101 @@ def compact(args: Compact) -> None:
     before = len(writer.state.activeContext)
     result, seal_failure = _drive(writer, runtime, lambda driver: driver.compact(), args.drive.verbose)
     if result.status == "completed":
-        after = len(writer.state.activeContext)
-        went = f"from {counted(before, 'message')} to {after}"
-        progress(f"compacted: the model's context went {went} (a summary and {after - 1} kept)")
+        progress(compacted(before, writer))
     _finish(result, writer, False, seal_failure, display, where.store)
+
+
+def compacted(before: int, writer: JournalWriter) -> str:
+    """What a completed compaction did to the context of ``writer``'s session, which held ``before`` messages."""
+    after = len(writer.state.activeContext)
+    return f"compacted: the model's context went from {counted(before, 'message')} to {after} (a summary and {after - 1} kept)"
+
+
+# -- opening a session to write it ------------------------------------------------------------------
+
+
+def open_writer(found: Found, durability: Durability) -> JournalWriter:
+    """The session's writer (MISNAMED for a journal named for another session; a v2 one refuses model attempts)."""
+    try:
+        writer = found.store.open_writer(found.session, durability, progress)
+    except CorruptionError as error:
+        corrupt(error, found.path, as_json=False)
+    except OSError as error:
+        raise os_error(error, found.name) from None
+    if writer.repaired_tail is not None:
+        progress(f"cut a torn tail (an interrupted write) into {writer.repaired_tail.name}")
+    if writer.tightened_mode is not None:
+        progress(f"{found.path.name} was readable by others (mode {writer.tightened_mode:o}); it is 0600 again")
+    return writer
+
+
+def open_idle(found: Found, durability: Durability) -> JournalWriter:
+    """An idle session to start something new in: a model call comes next, so a v2 journal is refused, nothing written."""
+    from tiny_agent.journal.state import IdleOperation
+    from tiny_agent.stores.journal import cannot_record_responses
+
+    writer = open_writer(found, durability)
+    path = found.path
+    if writer.state.version < 3:
+        writer.close(seal=False)
+        raise BlockedError(cannot_record_responses(path, operation_open=type(writer.state.operation) is not IdleOperation))
+    if type(writer.state.operation) is not IdleOperation:
+        writer.close(seal=False)
+        raise Busy(f"{path.name} has an unfinished operation; finish it with `tiny-agent resume {path}`")
+    return writer
+
+
+def newest_here(where: Where) -> Found:
+    """``--continue``: the newest session made in this directory; a corrupt one is refused with its error, never skipped."""
+    here = os.path.realpath(Path.cwd())
+    rows = where.store.listing(cwd=here, limit=1)
+    if not rows:
+        raise UsageError(f"--continue: no session was made in {here} yet; run without it to start one")
+    found = where.find(rows[0].path)
+    if rows[0].status != "corrupt":
+        return found
+    remedy = "--continue takes the newest session made here and does not skip a corrupt one: name the session to continue"
+    try:
+        found.fold()
+    except CorruptionError as error:
+        raise CorruptionError(error.code, error.line, error.seq, f"{error.reason} [{found.path}]; {remedy}") from None
+    raise VerificationFailed(f"{found.path}: {rows[0].error}; {remedy}")
+
+
+def new_session(endpoint: Endpoint, where: Where, durability: Durability) -> JournalWriter:
+    from tiny_agent.agent.runtime import environment_identity
+
+    cwd = Path.cwd()
+    files = where.store
+    try:
+        return files.create(
+            cwd=os.path.realpath(cwd),
+            provider=endpoint.name,
+            model=endpoint.model,
+            environment_identity=environment_identity(cwd),
+            durability=durability,
+        )
+    except OSError as error:
+        raise os_error(error, f"cannot create a session in {files.label}") from None
+
+
+def writer_handle(writer: JournalWriter, store: Store) -> str:
+    """The handle of the session a writer holds (a database's session has no journal file)."""
+    return handle_of(store, writer.state.header.id, writer.path if writer.path.suffix == ".jsonl" else None)
+
+
+def refuse_if_held(found: Found) -> None:
+    """LOCKED if a writer holds the session now (``resume --dry-run`` plans nothing for a session being written)."""
+    from tiny_agent.stores.files.disk import SessionLocked, holder_pid
+
+    holder = found.store.holder(found.session)
+    if holder is None:
+        return
+    if found.session.path is not None:
+        raise SessionLocked(found.session.path, holder_pid(found.session.path))
+    raise Locked(f"session {found.session.id} is being written by {holder}; only one writer may hold a session")
+
+
+def found_of(writer: JournalWriter, where: Where) -> Found:
+    """The session a writer holds, to read it (a database's session has no journal file)."""
+    return where.find(str(writer.path) if writer.path.suffix == ".jsonl" else writer.state.header.id)

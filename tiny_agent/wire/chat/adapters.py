@@ -164,22 +164,26 @@ def _reasoning_into_output(body: Any, ref: str, changes: list[Change]) -> Any:
 
 
 def _rewrite_calls(message: dict[str, Any], where: str, ref: str, rewrite: CallRewriter) -> tuple[dict[str, Any], list[Change]]:
-    calls = message.get("tool_calls")
-    if type(calls) is not list:
-        return message, []
     changes: list[Change] = []
-    rewritten_calls: list[Any] = []
-    for index, call in enumerate(calls):
+
+    def one(index: int, call: Any) -> Any:
         rewritten = rewrite(call)
         if rewritten is None:
-            rewritten_calls.append(call)
-            continue
+            return call
         new_call, member, kind, detail = rewritten
-        rewritten_calls.append(new_call)
         changes.append(Change(ref, f"{where}.tool_calls[{index}].{member}", kind, detail))
-    if not changes:
-        return message, []
-    return {**message, "tool_calls": rewritten_calls}, changes
+        return new_call
+
+    calls = _each(message.get("tool_calls"), one)
+    return (message, []) if calls is None else ({**message, "tool_calls": calls}, changes)
+
+
+def _each(items: Any, rewrite: Callable[[int, Any], Any]) -> list[Any] | None:
+    """``rewrite(index, item)`` over a list (the same item when unchanged): the new list; None when nothing changed."""
+    if type(items) is not list:
+        return None
+    rewritten = [rewrite(index, item) for index, item in enumerate(items)]
+    return None if all(new is old for new, old in zip(rewritten, items, strict=True)) else rewritten
 
 
 def _arguments_text(call: Any) -> str | None:
@@ -233,25 +237,13 @@ def apply(body: Any, adapter_names: Sequence[str]) -> tuple[Any, list[Change]]:
 
 
 def _rewrite_messages(body: Any, adapter: Adapter, changes: list[Change]) -> Any:
-    if type(body) is not dict:
-        return body
-    choices = body.get("choices")
-    if type(choices) is not list:
-        return body
-    rewritten_choices: list[Any] = []
-    changed = False
-    for index, choice in enumerate(choices):
+    def one(index: int, choice: Any) -> Any:
         message = choice.get("message") if type(choice) is dict else None
         if type(message) is not dict:
-            rewritten_choices.append(choice)
-            continue
+            return choice
         rewritten, made = adapter.rewrite(message, f"choices[{index}].message", adapter.reference)
-        if rewritten is message:
-            rewritten_choices.append(choice)
-            continue
-        rewritten_choices.append({**choice, "message": rewritten})
         changes.extend(made)
-        changed = True
-    if not changed:
-        return body
-    return {**body, "choices": rewritten_choices}
+        return choice if rewritten is message else {**choice, "message": rewritten}
+
+    choices = _each(body.get("choices"), one) if type(body) is dict else None
+    return body if choices is None else {**body, "choices": choices}

@@ -144,17 +144,13 @@ class LiveChatView:
 
     def _call(self, index: int, revised: bool) -> ShownToolCall:
         call = self._assembler.call_so_far(index)
-        function = call.get("function")
-        if type(function) is not dict:
-            function = {}
-        call_id = call.get("id")
-        name = function.get("name")
-        arguments = function.get("arguments")
+        function = call["function"] if type(call.get("function")) is dict else {}
+        call_id, name = call.get("id"), function.get("name")
         return ShownToolCall(
             index=index,
             id=call_id if type(call_id) is str else None,
             name=name if type(name) is str else None,
-            arguments=_as_text(arguments),
+            arguments=_as_text(function.get("arguments")),
             revised=revised,
         )
 
@@ -215,18 +211,15 @@ class _Assembler:
             return None
         self.chunks += 1
         try:
-            chunk = self._decode(event.data.encode("utf-8", "surrogatepass"))
+            return self._merge_chunk(self._decode(event.data.encode("utf-8", "surrogatepass")))
         except ProfileViolation as error:
-            self.rejection = f"event {self.events}: data is not JSON: {error}"
-            return None
-        try:
-            return self._merge_chunk(chunk)
+            reason = f"data is not JSON: {error}"
         except Reject as rejection:
-            self.rejection = f"event {self.events}: {rejection.reason}"
-            return None
+            reason = rejection.reason
         except RecursionError:
-            self.rejection = f"event {self.events}: chunk nested too deeply to merge"
-            return None
+            reason = "chunk nested too deeply to merge"
+        self.rejection = f"event {self.events}: {reason}"
+        return None
 
     def outcome(self, size: int) -> StreamOutcome:
         if self.rejection is not None:
@@ -435,13 +428,9 @@ def _started(key: str, value: Any, where: _Where, deep: bool, dropped: dict[str,
 
 def _finished_choice(index: int, choice: _Choice) -> dict[str, Any]:
     accumulated = choice.message
-    message: dict[str, Any] = {}
-    if "role" in accumulated:
-        message["role"] = accumulated["role"]
+    message = {"role": accumulated["role"]} if "role" in accumulated else {}
     message["content"] = _finished(accumulated.get("content"))
-    for key, value in accumulated.items():
-        if key not in ("role", "content"):
-            message[key] = _finished(value)
+    message.update((key, _finished(value)) for key, value in accumulated.items() if key not in ("role", "content"))
     return {"index": index, "message": message, "finish_reason": choice.finish_reason}
 
 

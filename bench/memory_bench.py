@@ -2,6 +2,7 @@
 """Peak memory where big inputs meet tiny-agent, each path in a fresh process (its VmHWM at exit).
 
     python bench/memory_bench.py [--bomb-mib 300] [--line-mb 20]
+    python bench/memory_bench.py --replay 100,1000 [--repeat 2] [--baseline ROOT]
 
 - ``verify`` of a journal holding one ``--line-mb`` MB tool result (it was a ``< 200 MB`` assertion in
   tests/test_oversight.py);
@@ -9,6 +10,13 @@
   compressed) at the default ``--max-response-bytes`` (64 MiB) and at 1 MiB: the body is cut at the cap,
   so the peak follows the cap, not the bomb (issue 22: 1.59 GB for 300 MiB before the cap);
 - the same cap met by a plain body (no content encoding) of twice the cap.
+
+With ``--replay SIZES`` it measures ``tiny-agent replay`` (text, to /dev/null) instead: the generated session of
+each size (MB), sealed and compacted by bench/longsession_bench.py, in a sessions directory where it has a
+checkpoint (what a session that is read again has), and for reference the same session uncompacted, whose active
+context is its whole transcript.  Time and peak RSS, best and highest of ``--repeat`` interleaved rounds; with
+``--baseline ROOT`` the same replays by another checkout's code (e.g. ``git archive main | tar -x -C ROOT``),
+each code with a checkpoint of its own (a checkpoint made by other code is not read).
 
 Figures only, no thresholds: the machine is shared, so compare figures taken in the same run.
 """
@@ -41,6 +49,67 @@ atexit.register(peak)
 from tiny_agent.cli import main
 main(sys.argv[1:])
 """
+
+
+def replay_peak(root: Path, journal: Path, **env: str) -> tuple[int, float, float]:
+    """``tiny-agent replay JOURNAL`` by the code at ``root``, its output thrown away: exit code, peak RSS MB, seconds."""
+    import os
+    import time
+
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "replay", str(journal), "--sessions-dir", str(journal.parent)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**_env(journal.parent), "PYTHONPATH": str(root), **env},
+        cwd=os.getcwd(),
+    )
+    seconds = time.perf_counter() - started
+    lines = done.stderr.strip().splitlines()
+    if done.returncode != 0:
+        raise SystemExit(f"replay of {journal} by {root} failed ({done.returncode}): {lines[-3:]}")
+    return done.returncode, int(lines[-1].split()[1]) / 1024, seconds
+
+
+def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncompacted: list[int]) -> None:
+    """Replay's time and peak RSS per size, compacted and not, this code and ``baseline``'s, each with its checkpoint."""
+    import os
+    import time
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from longsession_bench import Model, prepared
+    from replay_bench import OUT, generate_v2, sealed_copy
+
+    codes = {"after": ROOT} | ({"before": baseline.resolve()} if baseline is not None else {})
+    print(f"load average at the start: {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
+    for size in sizes:
+        with LoopbackServer(Model(), validate=False) as server:
+            compacted, _ = prepared(size, server, reuse=True)
+        kinds = [("compacted", compacted)]
+        if size in uncompacted:
+            kinds.append(("uncompacted", sealed_copy(generate_v2(size))))
+        for kind, source in kinds:
+            journals: dict[str, Path] = {}
+            for name, root in codes.items():
+                with open(source, "rb") as file:
+                    session_id = file.readline().split(b'"id":"', 1)[1][:36].decode()
+                journal = OUT / f"replay-{size}-{kind}-{name}" / f"20260101T000000Z_{session_id}.jsonl"
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                if not journal.exists():
+                    os.link(source, journal)
+                replay_peak(root, journal, TINY_AGENT_CHECKPOINT_BYTES="0")  # leaves (or renews) its checkpoint
+                journals[name] = journal
+            best: dict[str, list[float]] = {}
+            for _ in range(repeat):
+                for name, journal in journals.items():
+                    _, peak, seconds = replay_peak(codes[name], journal)
+                    figures = best.setdefault(name, [seconds, peak])
+                    figures[0], figures[1] = min(figures[0], seconds), max(figures[1], peak)
+            megabytes = source.stat().st_size / 1e6
+            for name, (seconds, peak) in best.items():
+                print(f"replay, {megabytes:,.0f} MB {kind}, {name}: {seconds:.2f} s, peak RSS {peak:,.1f} MB")
+    print(f"load average at the end: {' '.join(f'{load:.1f}' for load in os.getloadavg())} · {time.strftime('%H:%M')}")
 
 
 def peak_of(*args: str, cwd: Path) -> tuple[int, float, str]:
@@ -88,7 +157,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bomb-mib", type=int, default=300, help="what the gzip bomb expands to (default 300)")
     parser.add_argument("--line-mb", type=int, default=20, help="the tool result line verify reads (default 20)")
+    parser.add_argument("--replay", help="measure replay of the generated sessions of these sizes (MB) instead")
+    parser.add_argument("--repeat", type=int, default=2, help="--replay: interleaved rounds (default 2)")
+    parser.add_argument("--baseline", type=Path, help="--replay: also by the code of this checkout (before/after)")
+    parser.add_argument("--uncompacted", default="", help="--replay: also the uncompacted sessions of these sizes")
     args = parser.parse_args()
+    if args.replay:
+        sizes = [int(size) for size in args.replay.split(",")]
+        replay_sessions(sizes, args.repeat, args.baseline, [int(size) for size in args.uncompacted.split(",") if size])
+        return
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         verify_big_line(root, args.line_mb)

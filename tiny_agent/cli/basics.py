@@ -56,10 +56,10 @@ class Found(NamedTuple):
     def chunks(self) -> Iterator[bytes]:
         return self.store.chunks(self.session)
 
-    def fold(self) -> Fold:
-        """The session folded, from its checkpoint when one checks out."""
+    def fold(self, *, lean: bool = False) -> Fold:
+        """The session folded, from its checkpoint when one checks out (``lean``: see :meth:`Store.fold`)."""
         try:
-            return self.store.fold(self.session, progress)
+            return self.store.fold(self.session, progress, lean=lean)
         except OSError as error:
             raise os_error(error, self.name) from None
 

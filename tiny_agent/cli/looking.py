@@ -48,7 +48,8 @@ def replay(args: Replay) -> None:
     found = Where(args.stored).find(args.session)
     path = found.path
     try:
-        state = found.state()
+        # Lean: the transcript before the active context stays in the checkpoint, and is streamed from it when printed.
+        state = found.fold(lean=True).state
     except CorruptionError as error:
         corrupt(error, path, as_json)
     if found.session.path is not None:
@@ -121,7 +122,7 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
     from tiny_agent.journal.facts import CompactionEntry, EntryFact
     from tiny_agent.stores.journal import facts_of
 
-    if all(entry.message is not None for entry in state.entries.values()):
+    if len(state.entries) == len(state.transcript):  # every entry is a message (counted, not read: a lean state stays so)
         return {}
     found: dict[str, CompactionEntry] = {}
     for _, transaction in facts_of(session.chunks()):

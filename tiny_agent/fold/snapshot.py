@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -175,12 +175,21 @@ def _check_arguments(arguments: list[dict[str, object]]) -> None:
         raise SnapshotRefused("tool arguments do not come back unchanged")
 
 
+@runtime_checkable
+class OlderPart(Protocol):
+    """A lean restore's older part on disk: read back whole, or its entries streamed (:func:`older_entries`)."""
+
+    def __call__(self) -> tuple[Older, list[AppliedEntry]]: ...
+
+    def entries(self) -> Iterator[AppliedEntry]: ...
+
+
 def restore(snapshot: FoldSnapshot, load: Callable[[], tuple[Older, list[AppliedEntry]]] | None = None) -> Fold:
     """A fold that goes on from the snapshot's last line; raises :class:`SnapshotInvalid`.
 
     Lean, given ``load`` (for a snapshot read without its older part, see :meth:`SnapshotReader.older_frames`): the
     state and books hold their newer part (:mod:`tiny_agent.journal.partial`), and ``load`` reads the older part
-    back when something first needs it.
+    back when something first needs it (an :class:`OlderPart` can also stream its entries to a reader).
     """
     if snapshot.format != SNAPSHOT_FORMAT:
         raise SnapshotInvalid(f"snapshot format {snapshot.format} (this code reads {SNAPSHOT_FORMAT})")
@@ -202,7 +211,8 @@ def restore(snapshot: FoldSnapshot, load: Callable[[], tuple[Older, list[Applied
                 older, newer = parts[name], getattr(books, name)
                 setattr(books, name, dict(older) | newer if name in DICTS else set(older) | newer)
         else:
-            elder = Elder(lambda: _parts(*load()), snapshot.index, snapshot.older)
+            streamed = load.entries if isinstance(load, OlderPart) else None
+            elder = Elder(lambda: _parts(*load()), snapshot.index, snapshot.older, streamed)
             state.entries = PartialDict(elder, "entries", ((entry.id, entry) for entry in entries))
             state.transcript = PartialTranscript(elder, [entry.message for entry in entries if entry.message is not None])
             for name in PARTS[2:]:
@@ -272,6 +282,18 @@ def decode_older(frames: Iterable[bytes]) -> tuple[Older, list[AppliedEntry]]:
     if reader.older_books is None:
         raise SnapshotInvalid("no older part")
     return reader.older_books, reader.older_entries
+
+
+def older_entries(frames: Iterable[bytes]) -> Iterator[AppliedEntry]:
+    """The older entries from the older part's frames (those of :func:`decode_older`), one frame decoded at a time;
+    raises :class:`SnapshotInvalid`."""
+    for number, frame in enumerate(frames):
+        if number:
+            try:
+                entries = _decoder(list[AppliedEntry]).decode(frame)
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                raise SnapshotInvalid(f"not a snapshot ({error})") from None
+            yield from entries
 
 
 class SnapshotReader:

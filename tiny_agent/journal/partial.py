@@ -17,6 +17,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any, Protocol, cast
 
 from tiny_agent.errors import StorageError
@@ -42,6 +43,16 @@ def in_memory(entries: dict[str, Any]) -> Iterable[Any]:
     return dict.values(entries)
 
 
+def entries_in_order(entries: dict[str, Any]) -> Iterator[Any]:
+    """Every entry in order, without putting a lean state's older part in place: those are read from the checkpoint a
+    frame at a time (:meth:`Elder.stream`) and let go once the caller drops them, so a reader of the whole transcript
+    holds one frame of it, not all of it (``replay``; docs/performance.md, "Replay streams")."""
+    elder = getattr(entries, "elder", None)
+    if not isinstance(elder, Elder) or elder.loaded or elder.streamed is None:
+        return iter(entries.values())
+    return chain(elder.stream(), list(dict.values(entries)))
+
+
 class Part(Protocol):
     def prepend(self, older: list[Any]) -> None: ...
 
@@ -49,12 +60,20 @@ class Part(Protocol):
 class Elder:
     """The older part of a lean-restored fold: its count in each container, an index of its IDs, and how to read it back."""
 
-    def __init__(self, load: Callable[[], dict[str, list[Any]]], index: bytes, counts: dict[str, int]) -> None:
+    def __init__(
+        self,
+        load: Callable[[], dict[str, list[Any]]],
+        index: bytes,
+        counts: dict[str, int],
+        streamed: Callable[[], Iterator[Any]] | None = None,
+    ) -> None:
         self._load: Callable[[], dict[str, list[Any]]] | None = load
         self._index = array("q")
         self._index.frombytes(index)
         self.counts = counts
         self._parts: dict[str, Part] = {}
+        self.streamed = streamed
+        """The older entries in order, read one frame at a time (None: only :meth:`load` can read them)."""
 
     @property
     def loaded(self) -> bool:
@@ -73,6 +92,17 @@ class Elder:
         value = -1 if found is None else found >> 1
         at = bisect_left(self._index, value)
         return at < len(self._index) and self._index[at] == value
+
+    def stream(self) -> Iterator[Any]:
+        """The older entries in order, none put in place; raises StorageError if they are not those counted."""
+        if self.streamed is None:
+            raise StorageError("the checkpoint's older part cannot be streamed")
+        count = 0
+        for entry in self.streamed():
+            count += 1
+            yield entry
+        if count != self.counts.get("entries", 0):
+            raise StorageError("the checkpoint's older part, read back, is not the one it counted")
 
     def adopt(self, name: str, part: Part) -> None:
         self._parts[name] = part

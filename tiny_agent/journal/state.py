@@ -6,13 +6,15 @@ carries what recovery planning and audit need besides (the entry index, the cont
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from tiny_agent.journal.links import Origin, Parent
+from tiny_agent.journal.partial import entries_in_order
 from tiny_agent.journal.transcript import Message, StopReason, ToolMessage, Usage, UserMessage
 
 StepKind = Literal["assistant", "compaction"]
@@ -244,10 +246,11 @@ class SessionState(msgspec.Struct):
 
     def json_pieces(self, batch: int = 256) -> Iterator[bytes]:
         """:meth:`to_json_bytes` in pieces of at most ``batch`` messages: a long session's state without one buffer
-        that holds every message's text again."""
-        self.load()
+        that holds every message's text again; a lean state stays lean (its older messages are streamed from the
+        checkpoint, :func:`~tiny_agent.journal.partial.entries_in_order`)."""
         yield b'{"header":' + _encode(self.header) + b',"transcript":'
-        yield from json_array_pieces(self.transcript, batch)
+        entries = entries_in_order(self.entries)
+        yield from json_array_pieces((entry.message for entry in entries if entry.message is not None), batch)
         yield b',"activeContext":'
         yield from json_array_pieces(self.activeContext, batch)
         tail = (b',"usage":', _encode(self.usage), b',"operation":', _encode(self.operation), b',"repairedLength":')
@@ -260,16 +263,14 @@ class SessionState(msgspec.Struct):
             elder.load()
 
 
-def json_array_pieces(items: Sequence[object], batch: int) -> Iterator[bytes]:
-    """``msgspec.json.encode(items)`` in pieces of at most ``batch`` items (joined, they are those bytes)."""
-    if not items:
-        yield b"[]"
-        return
-    for start in range(0, len(items), batch):
-        encoded = _encode(items[start : start + batch])
-        opening = b"[" if start == 0 else b","
-        closing = b"]" if start + batch >= len(items) else b""
-        yield opening + memoryview(encoded)[1:-1] + closing
+def json_array_pieces(items: Iterable[object], batch: int) -> Iterator[bytes]:
+    """``msgspec.json.encode(list(items))`` in pieces of at most ``batch`` items (joined, they are those bytes)."""
+    given = iter(items)
+    opening = b"["
+    while chunk := list(islice(given, batch)):
+        yield opening + memoryview(_encode(chunk))[1:-1]
+        opening = b","
+    yield b"[]" if opening == b"[" else b"]"
 
 
 class _ConformanceShape(msgspec.Struct, gc=False):

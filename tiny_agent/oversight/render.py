@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from msgspec import UNSET
 
+from tiny_agent.journal.partial import entries_in_order
 from tiny_agent.journal.state import AppliedEntry, CompactionOperation, RunOperation, SessionState, outcome_summary
 from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, Usage, UserMessage
 
@@ -32,21 +33,35 @@ FOLD_KEEP: Final = 8
 def transcript_lines(
     state: SessionState, *, full: bool = False, compactions: Mapping[str, CompactionEntry] | None = None
 ) -> Iterator[str]:
-    """The transcript in order, compaction points marked where they fell."""
+    """The transcript in order, compaction points marked where they fell.
+
+    Streams: each entry is let go once its lines are made, and a lean state's older entries are read from its
+    checkpoint a frame at a time (:func:`~tiny_agent.journal.partial.entries_in_order`), so what is held besides
+    the state is one frame and the numbers of the entries compactions name, never the transcript.
+    """
     header = state.header
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(header.createdAt / 1000))
     yield f"session {header.id} · v{state.version} · {header.provider} · {header.model}"
     yield f"created {created} in {header.cwd}"
     yield from lineage_lines(state)
+    details = compactions or {}
+    named = {detail.compactedThroughEntryId for detail in details.values()}
+    numbers: dict[str, int] = {}
     call_names: dict[str, str] = {}
-    for entry in state.entries.values():
+    for entry in entries_in_order(state.entries):
         yield ""
+        if entry.id in named:
+            numbers[entry.id] = entry.transcriptIndex + 1
         if entry.message is None:
             yield f"── compaction {entry.id}: the model's context restarts from a summary here ──"
-            detail = (compactions or {}).get(entry.id)
+            detail = details.get(entry.id)
             if detail is not None:
-                yield from _compaction_lines(state, detail, full)
+                yield from _compaction_lines(numbers.get(detail.compactedThroughEntryId, 0), detail, full)
             continue
+        if type(entry.message) is AssistantMessage:
+            # A tool message answers a call of the assistant message before it (the role rule, session-v2 §12):
+            # names of earlier calls are never looked up again.
+            call_names.clear()
         yield from _message_lines(entry.transcriptIndex + 1, entry, entry.message, call_names, full)
 
 
@@ -87,10 +102,8 @@ def _message_lines(
             yield from (_body(text) if full else _folded(text))
 
 
-def _compaction_lines(state: SessionState, entry: CompactionEntry, full: bool) -> Iterator[str]:
-    """What a compaction replaced: the messages it summarised, the ones it kept, and the summary."""
-    through = state.entries.get(entry.compactedThroughEntryId)
-    last = through.transcriptIndex + 1 if through is not None else 0
+def _compaction_lines(last: int, entry: CompactionEntry, full: bool) -> Iterator[str]:
+    """What a compaction replaced: the messages it summarised (through #``last``), the ones it kept, and the summary."""
     kept = len(entry.retainedTail)
     kept_range = "none" if not kept else f"#{last + 1}" + (f"–#{last + kept}" if kept > 1 else "")
     yield f"{_INDENT}summarises the conversation through #{last}; keeps {kept_range} verbatim"

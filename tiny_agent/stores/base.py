@@ -70,8 +70,9 @@ class Store(Protocol):
         session's header."""
         ...
 
-    def fold(self, session: Session, note: Note) -> Fold:
-        """The session folded, from its checkpoint when one checks out."""
+    def fold(self, session: Session, note: Note, *, lean: bool = False) -> Fold:
+        """The session folded, from its checkpoint when one checks out (``lean``: its older part left there,
+        :meth:`~tiny_agent.stores.checkpoints.Checkpoints.fold`)."""
         ...
 
     def resumed(self, session: Session, note: Note) -> Fold | None:

@@ -486,6 +486,15 @@ class _Older:
         except (Unusable, SnapshotInvalid, OSError) as error:
             raise StorageError(f"the checkpoint's older part cannot be read back ({error})") from None
 
+    def entries(self) -> Iterator[AppliedEntry]:
+        """The older entries, one frame read and decoded at a time (what ``replay`` prints, never put in place)."""
+        from tiny_agent.fold.snapshot import SnapshotInvalid, older_entries
+
+        try:
+            yield from older_entries(self._frames())
+        except (Unusable, SnapshotInvalid, OSError) as error:
+            raise StorageError(f"the checkpoint's older part cannot be read back ({error})") from None
+
     def _frames(self) -> Iterator[bytes]:
         position = self._start
         while position < self._end:

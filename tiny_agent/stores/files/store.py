@@ -101,8 +101,8 @@ class FileStore:
         folder = functools.partial(self.checkpoints(note).fold, lean=True) if note is not None else None
         return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
 
-    def fold(self, session: Session, note: Note) -> Fold:
-        return self.checkpoints(note).fold(_path_of(session))
+    def fold(self, session: Session, note: Note, *, lean: bool = False) -> Fold:
+        return self.checkpoints(note).fold(_path_of(session), lean=lean)
 
     def resumed(self, session: Session, note: Note) -> Fold | None:
         return self.checkpoints(note).resumed(_path_of(session))

@@ -235,10 +235,11 @@ class PgStore(Database):
 
         return self._locked(session.id, durability, f"cannot open session {session.id}", fold)
 
-    def fold(self, session: Session, note: Note) -> Fold:
-        """From the session's checkpoint row when one checks out (:mod:`tiny_agent.stores.postgres.checkpoints`)."""
+    def fold(self, session: Session, note: Note, *, lean: bool = False) -> Fold:
+        """From the session's checkpoint row when one checks out (:mod:`tiny_agent.stores.postgres.checkpoints`; always
+        whole: ``lean`` only for a journal file)."""
         if session.path is not None:
-            return self.files.fold(session, note)
+            return self.files.fold(session, note, lean=lean)
         return self._checkpoints(note).fold(session.id)
 
     def resumed(self, session: Session, note: Note) -> Fold | None:

@@ -30,6 +30,7 @@ from tiny_agent.journal.partial import Elder
 from tiny_agent.journal.state import AppliedEntry, SessionState
 from tiny_agent.loopback.server import LoopbackServer
 from tiny_agent.oversight import render
+from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, KEY_SIZE
 from tiny_agent.stores.journal import facts_of
 
 # -- the old whole-state rendering (render.transcript_lines before it streamed), the reference ----------------
@@ -248,3 +249,25 @@ def test_a_broken_tail_after_a_checkpoint_is_refused_before_anything_is_printed(
     code, out, err = call(capsys, "replay", str(path), "--sessions-dir", str(tmp_path))
     assert (code, out) == (expected[0], "") and expected[0] != 0
     assert err.replace(str(path), "P") == expected[2].replace(str(broken), "P")
+
+
+def test_an_older_frame_that_rotted_stops_the_output_with_a_storage_error(tmp_path, capsys, monkeypatch, compacted):
+    """The lean restore skips the older frames; printing reads them, checks their CRC-32 and refuses one that differs."""
+    monkeypatch.delenv("TINY_AGENT_SESSIONS_DIR", raising=False)
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", "0")
+    monkeypatch.setattr(snapshots, "ENTRIES_PER_FRAME", 8)
+    path = tmp_path / ("20260101T000000Z_" + compacted[compacted.index(b'"id":"') + 6 :][:36].decode() + ".jsonl")
+    path.write_bytes(compacted)
+    code, whole, _ = call(capsys, "replay", str(path), "--sessions-dir", str(tmp_path))
+    assert code == 0
+    (checkpoint,) = (tmp_path / CHECKPOINTS_DIR).glob("*.checkpoint")
+    data = bytearray(checkpoint.read_bytes())
+    position = KEY_SIZE
+    for _ in range(3):  # the head, the older books, then the first frame of older entries
+        start, position = position, position + 8 + int.from_bytes(data[position : position + 4], "big")
+    data[(start + 8 + position) // 2] ^= 1
+    checkpoint.write_bytes(bytes(data))
+    code, out, err = call(capsys, "replay", str(path), "--sessions-dir", str(tmp_path))
+    assert code == 74 and "CRC-32" in err and whole.startswith(out) and len(out) < len(whole)
+    checkpoint.unlink()
+    assert call(capsys, "replay", str(path), "--sessions-dir", str(tmp_path))[:2] == (0, whole)

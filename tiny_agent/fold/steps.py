@@ -314,21 +314,15 @@ def raw_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
     step = newest(operation)
     if step.rawId is not UNSET:
         fail(INVALID_TRANSITION, f"attempt {attempt_id} already has its raw fact {step.rawId}")
-    status = check_raw_response(fact.get("raw"))
-    step.rawId = fact_id
-    step.rawStatus = status
-    if str(fact["raw"].get("incomplete", "")).startswith(CUT_BY_PEER):
-        step.rawCut = True
-
-
-def check_raw_response(value: object) -> int:
-    """The ``raw`` object's rules (session-v3, and the ``contentEncoding`` / ``redactions`` / ``incomplete`` members)."""
-    raw = require_object(value, "raw")
+    raw = require_object(fact.get("raw"), "raw")
     require_keys(raw, contract.RAW_KEYS, "raw")
     status = raw.get("status")
-    if type(status) is not int or not is_safe_int(status):
+    if not is_safe_int(status):
         fail(INVALID_FACT, "raw.status is not a safe non-negative integer")
     if "contentType" not in raw or (raw["contentType"] is not None and type(raw["contentType"]) is not str):
         fail(INVALID_FACT, "raw.contentType is not a string or null")
     check_body(raw, "raw")
-    return status
+    step.rawId = fact_id
+    step.rawStatus = status
+    if str(raw.get("incomplete", "")).startswith(CUT_BY_PEER):
+        step.rawCut = True

@@ -81,23 +81,16 @@ def transcript_violation(messages: Iterable[Message]) -> str | None:
     """The first breach of the role rule (session-v2 §12) in a message list, or None."""
     outstanding: set[str] = set()
     for index, message in enumerate(messages):
-        reason = role_rule(outstanding, message)
+        if type(message) is ToolMessage:
+            reason = tool_turn(outstanding, message.tool_call_id)
+        else:
+            reason = assistant_turn(outstanding, message) if type(message) is AssistantMessage else user_turn(outstanding)
         if reason is not None:
             return f"message {index}: {reason}"
     return None
 
 
-def role_rule(outstanding: set[str], message: Message) -> str | None:
-    """Advance the outstanding-call set by one message; the breach it causes, if any."""
-    if type(message) is ToolMessage:
-        return tool_turn(outstanding, message.tool_call_id)
-    if type(message) is AssistantMessage:
-        return assistant_turn(outstanding, message)
-    return user_turn(outstanding)
-
-
-# One function per role: the fold knows each message's role already, and
-# calls these directly (no type tests on the hot path).
+# One function per role: the fold knows each message's role already, and calls these directly.
 
 
 def user_turn(outstanding: set[str]) -> str | None:

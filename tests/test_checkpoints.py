@@ -547,6 +547,21 @@ def test_a_checkpoint_made_by_other_code_is_not_used(tmp_path, monkeypatch):
     assert notes == [f"checkpoint of {path.name} was made by another version of tiny-agent; folding the whole journal"]
 
 
+def test_a_checkpoint_whose_key_has_other_members_is_another_versions_not_a_corrupt_one(tmp_path):
+    """An upgrade meets the checkpoints of the version before, whose keys lack (or add) members."""
+    path, _ = grown_session(tmp_path)
+    Checkpoints(tmp_path, threshold=0).read(path)
+    data = stored(tmp_path).read_bytes()
+    key = json.loads(data[: checkpoints.KEY_SIZE])
+    del key["edges"]
+    key["fold"], key["older member"] = "the version before", 1
+    line = json.dumps(key).encode()
+    stored(tmp_path).write_bytes(line + b" " * (checkpoints.KEY_SIZE - 1 - len(line)) + b"\n" + data[checkpoints.KEY_SIZE :])
+    notes = Notes()
+    Checkpoints(tmp_path, threshold=1 << 30, note=notes).read(path)
+    assert notes == [f"checkpoint of {path.name} was made by another version of tiny-agent; folding the whole journal"]
+
+
 def test_a_writer_opens_a_session_from_its_checkpoint(tmp_path, monkeypatch):
     from tiny_agent.stores.journal import JournalWriter
 

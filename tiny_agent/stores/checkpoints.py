@@ -116,6 +116,13 @@ class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
     """How many frames follow the key line (each carries its own CRC-32)."""
 
 
+class Maker(msgspec.Struct):
+    """The members of a key that say which code made it, read first: the rest is this code's only then."""
+
+    format: int
+    fold: str
+
+
 class Unusable(Exception):
     """Why a checkpoint cannot be used (one line, completing "checkpoint ... : ")."""
 
@@ -254,12 +261,10 @@ def _resumed(where: Path, fd: int, size: int, lean: bool, short_tail: int = 0) -
     with _open_checkpoint(where) as checkpoint:
         from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, SnapshotReader, restore
 
-        key, body_start = _key_of(checkpoint)
         identity = fold_identity()
         if identity is None:
             raise Unusable("cannot be checked (the fold's source is unreadable)")
-        if key.format != SNAPSHOT_FORMAT or key.fold != identity:
-            raise Unusable("was made by another version of tiny-agent")
+        key, body_start = _key_of(checkpoint, Maker(format=SNAPSHOT_FORMAT, fold=identity))
         if key.length > size:
             raise Unusable(f"covers {key.length} bytes but the journal has {size} (truncated or replaced?)")
         if key.chain is not None and not _next_seal_carries(fd, key.length, size, key.chain):
@@ -289,12 +294,16 @@ def _resumed(where: Path, fd: int, size: int, lean: bool, short_tail: int = 0) -
     return Resumed(fold=fold, offset=key.length, digest=prefix)
 
 
-def _key_of(fd: int) -> tuple[CheckpointKey, int]:
+def _key_of(fd: int, maker: Maker) -> tuple[CheckpointKey, int]:
+    """The checkpoint's key, once its maker is this code (another version's key may have other members)."""
     head = os.pread(fd, KEY_SIZE, 0)
     if len(head) != KEY_SIZE or head[-1:] != b"\n":
         raise Unusable("is corrupt (no key line)")
+    key = head.rstrip(b" \n")
     try:
-        return msgspec.json.decode(head.rstrip(b" \n"), type=CheckpointKey), KEY_SIZE
+        if msgspec.json.decode(key, type=Maker) != maker:
+            raise Unusable("was made by another version of tiny-agent")
+        return msgspec.json.decode(key, type=CheckpointKey), KEY_SIZE
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
         raise Unusable(f"is corrupt (its key: {error})") from None
 

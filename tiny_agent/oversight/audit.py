@@ -265,7 +265,6 @@ class _Walk:
         self.context = _Context()
         self.attempts: dict[str, AttemptAudit] = {}
         self.raw_bodies: dict[str, RawFact] = {}
-        self.raw_lines: dict[str, int] = {}
         self.first_attempt_of_step: dict[str, AttemptAudit] = {}
         self.tools: dict[str, ToolAudit] = {}
         self.synthetic: list[ToolAudit] = []
@@ -306,7 +305,6 @@ class _Walk:
             case RawFact():
                 attempt = self.attempts[fact.attemptId]
                 self.raw_bodies[fact.attemptId] = fact
-                self.raw_lines[fact.attemptId] = line
                 derivation = derive(fact.raw, attempt.adapterIdentity)
                 self.derivations[fact.attemptId] = derivation
                 attempt.response = _response(fact, line, derivation)
@@ -444,39 +442,33 @@ class _Walk:
 
 
 def _response(fact: RawFact, line: int, derivation: Derivation) -> ResponseAudit:
-    raw = fact.raw
-    text = raw.body if raw.body is not UNSET else None
-    if text is not None:
-        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    raw, outcome = fact.raw, derivation.outcome
+    if raw.body is not UNSET:
+        size = len(raw.body) if raw.body.isascii() else len(raw.body.encode("utf-8"))
     else:
-        encoded = "" if raw.bodyBase64 is UNSET else raw.bodyBase64
-        size = (len(encoded) * 3) // 4
-    response = ResponseAudit(
+        size = len(raw.bodyBase64 or "") * 3 // 4
+    accepted = outcome if isinstance(outcome, Accepted) else None
+    return ResponseAudit(
         rawId=fact.id,
         line=line,
         status=raw.status,
         contentType=raw.contentType,
         bytes=size,
+        responseId=outcome.response_id,
+        model=outcome.model,
+        finishReason=outcome.finish_reason,
+        seam=outcome.stop_reason if isinstance(outcome, Accepted) else f"rejected: {outcome.reason}",
+        derivation=outcome.derivation.explain(),
+        cost=outcome.derivation.cost,
+        dropped=[] if accepted is None else accepted.dropped,
+        hosted=[] if accepted is None else accepted.hosted,
         api=derivation.api,
         adapters=list(derivation.adapters),
         adapted=[f"{change.adapter}: {change.path}: {change.detail}" for change in derivation.changes],
         stream=derivation.stream,
-        redactions=0 if raw.redactions is UNSET else raw.redactions,
+        redactions=raw.redactions or 0,
         incomplete=None if raw.incomplete is UNSET else raw.incomplete,
     )
-    outcome = derivation.outcome
-    response.responseId = outcome.response_id
-    response.model = outcome.model
-    response.finishReason = outcome.finish_reason
-    response.derivation = outcome.derivation.explain()
-    response.cost = outcome.derivation.cost
-    if isinstance(outcome, Accepted):
-        response.seam = outcome.stop_reason
-        response.dropped = outcome.dropped
-        response.hosted = outcome.hosted
-    else:
-        response.seam = f"rejected: {outcome.reason}"
-    return response
 
 
 def _finish_attempt(

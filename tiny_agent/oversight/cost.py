@@ -1,14 +1,6 @@
-"""What tokens cost: as the provider reported it, else from the user's prices (``[models."NAME"]``).
-
-A response that carries its own cost (OpenRouter's ``usage.cost``) is
-counted at that figure; the others are priced from the config.  A price is
-never guessed: a component (input, output, cache read, cache write) that has
-tokens but no price leaves the cost *partial*, and the missing components are
-named so a page can say what to add to the config.  Where neither exists the
-cost is ``n/a``, the same word everywhere.
-
-Pure.
-"""
+"""What tokens cost: the figure the provider reported, else the user's prices (``[models."NAME"]``), never guessed: a
+component with tokens and no price makes the cost *partial*, named; no figure at all is ``n/a`` (docs/view.md, *Costs and
+prices*).  Pure."""
 
 from __future__ import annotations
 
@@ -25,6 +17,7 @@ if TYPE_CHECKING:
 
 PER: Final = 1_000_000
 """Prices are USD per million tokens."""
+COMPONENTS: Final = ("input", "output", "cache_read", "cache_write")
 SOURCES: Final = {"provider": "as the provider reported it", "prices": "from your prices"}
 
 
@@ -50,21 +43,15 @@ class Cost(msgspec.Struct, frozen=True):
 def price(usage: Usage, model: str, prices: Mapping[str, ModelSettings]) -> Cost:
     """The cost of ``usage`` on ``model`` from the user's prices; components with tokens and no price are named."""
     settings = prices.get(model)
-    parts = (
-        ("input", usage.input, None if settings is None else settings.input),
-        ("output", usage.output, None if settings is None else settings.output),
-        ("cache_read", usage.cacheRead, None if settings is None else settings.cache_read),
-        ("cache_write", usage.cacheWrite, None if settings is None else settings.cache_write),
-    )
+    tokens = (usage.input, usage.output, usage.cacheRead, usage.cacheWrite)
+    rates = [None] * 4 if settings is None else [settings.input, settings.output, settings.cache_read, settings.cache_write]
     amount = 0.0
     missing: list[str] = []
-    for component, tokens, rate in parts:
-        if not tokens:
-            continue
-        if rate is None:
+    for component, count, rate in zip(COMPONENTS, tokens, rates, strict=True):
+        if count and rate is None:
             missing.append(f"{model}: {component}")
-            continue
-        amount += tokens * rate / PER
+        elif count and rate is not None:
+            amount += count * rate / PER
     return Cost(amount, tuple(missing), () if settings is None else ("prices",))
 
 
@@ -77,10 +64,7 @@ def attempt_cost(attempt: AttemptAudit, prices: Mapping[str, ModelSettings]) -> 
 
 
 def total(costs: Iterable[Cost]) -> Cost:
-    result = Cost()
-    for cost in costs:
-        result = result + cost
-    return result
+    return sum(costs, Cost())
 
 
 def unpriced(cost: Cost) -> str:

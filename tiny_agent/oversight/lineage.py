@@ -34,6 +34,9 @@ _text: Final = msgspec.json.Decoder(str).decode
 _number: Final = msgspec.json.Decoder(int).decode
 _encode: Final = msgspec.json.Encoder().encode
 
+_NOT_IN_V2: Final = {"raw": "raw", "seal": "seals", "mcp": "mcp"}
+"""Kinds of fact a v2 export leaves out, and the :class:`Omitted` counter of each."""
+
 MIN_ENTRY_PREFIX: Final = 4
 """The shortest prefix of an entry id ``fork --at`` takes (shorter digits are a seq)."""
 
@@ -396,14 +399,9 @@ class V2Export:
 
     def _fact(self, fact: Members) -> Members | None:
         kind = kind_of(fact)
-        if kind == "raw":
-            self.omitted.raw += 1
-            return None
-        if kind == "seal":
-            self.omitted.seals += 1
-            return None
-        if kind == "mcp":
-            self.omitted.mcp += 1
+        counter = _NOT_IN_V2.get(kind)
+        if counter is not None:
+            setattr(self.omitted, counter, getattr(self.omitted, counter) + 1)
             return None
         if kind == "usage":
             return self._usage(fact)

@@ -50,17 +50,17 @@ def _messages(message: McpMessage) -> list[Any]:
 def describe(value: Any) -> str:
     """One JSON-RPC message, briefly."""
     if type(value) is not dict:
-        return _cut(json.dumps(value, ensure_ascii=False))
+        return one_line(json.dumps(value, ensure_ascii=False))
     if "unparsed" in value:
-        return f"not JSON: {_cut(value['unparsed'])}"
+        return f"not JSON: {one_line(value['unparsed'])}"
     ident = f" (id {value['id']})" if "id" in value else ""
     params: dict[str, Any] = value["params"] if type(value.get("params")) is dict else {}
     if "method" in value:
         name = f" {params.get('name')}" if value["method"] == "tools/call" else ""
-        arguments = f" {_cut(json.dumps(params.get('arguments', {}), ensure_ascii=False))}" if name else ""
+        arguments = f" {one_line(json.dumps(params.get('arguments', {}), ensure_ascii=False))}" if name else ""
         return f"{value['method']}{name}{ident}{arguments}"
     if type(value.get("error")) is dict:
-        return f"error {value['error'].get('code')}{ident}: {_cut(str(value['error'].get('message')))}"
+        return f"error {value['error'].get('code')}{ident}: {one_line(str(value['error'].get('message')))}"
     result: dict[str, Any] = value["result"] if type(value.get("result")) is dict else {}
     if "serverInfo" in result:
         info = result["serverInfo"]
@@ -70,10 +70,11 @@ def describe(value: Any) -> str:
     if type(result.get("content")) is list:
         kinds = [item.get("text") if item.get("type") == "text" else f"[{item.get('type')}]" for item in result["content"]]
         failed = "error result" if result.get("isError") else "result"
-        return f"{failed}{ident}: {_cut(' '.join(str(kind) for kind in kinds))}"
-    return f"result{ident}: {_cut(json.dumps(result, ensure_ascii=False))}"
+        return f"{failed}{ident}: {one_line(' '.join(str(kind) for kind in kinds))}"
+    return f"result{ident}: {one_line(json.dumps(result, ensure_ascii=False))}"
 
 
-def _cut(text: str) -> str:
+def one_line(text: str, width: int = WIDTH) -> str:
+    """``text`` on one line (runs of whitespace as one space), cut to ``width`` with an ellipsis."""
     text = " ".join(text.split())
-    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,13 +1,6 @@
-"""``tiny-agent report``: usage across sessions, per day, model or session, from the sessions index.
-
-Tokens, cache hit rate, cost (as the provider reported it, else from the
-user's prices: never guessed, a row with unpriced tokens says its cost is
-partial and which models lack a price), attempts, and runs by outcome.  The figures come from the
-index's per-session buckets (usage per UTC day and model, runs by outcome),
-so a report over thousands of sessions reads no journal that the index can
-vouch for.
-
-Pure: entries in, figures and lines out.
+"""``tiny-agent report``: usage across sessions, per day, model or session, from the sessions index's per-session
+buckets, so a report reads no journal the index can vouch for (docs/view.md, *report*).  Pure: entries in, figures and
+lines out.
 """
 
 from __future__ import annotations
@@ -172,16 +165,11 @@ class _Group:
         row = self.row
         self.sessions.add(session)
         for bucket in buckets:
-            row.attempts += bucket.attempts
             row.unreported += bucket.attempts - bucket.reported
-            row.input += bucket.input
-            row.output += bucket.output
-            row.cacheRead += bucket.cacheRead
-            row.cacheWrite += bucket.cacheWrite
-            row.runs.completed += bucket.completed
-            row.runs.failed += bucket.failed
-            row.runs.aborted += bucket.aborted
-            row.runs.open += bucket.open
+            for name in ("attempts", "input", "output", "cacheRead", "cacheWrite"):
+                setattr(row, name, getattr(row, name) + getattr(bucket, name))
+            for name in ("completed", "failed", "aborted", "open"):
+                setattr(row.runs, name, getattr(row.runs, name) + getattr(bucket, name))
             costed = bucket.costed
             usage = Usage(
                 input=bucket.input - costed.input,
@@ -215,8 +203,8 @@ def _ordered(rows: list[Row], by: Grouping, entries: Sequence[ReportEntry]) -> l
 
 # -- the terminal table -------------------------------------------------------------------
 
-HEAD: Final = ["", "sessions", "runs", "completed", "failed", "aborted", "open", "attempts", "input", "output"]
-HEAD_REST: Final = ["cache read", "cache write", "hit rate", "cost"]
+COLUMNS: Final = ["sessions", "runs", "completed", "failed", "aborted", "open", "attempts", "input", "output"]
+COLUMNS_REST: Final = ["cache read", "cache write", "hit rate", "cost"]
 
 
 def report_lines(report: Report, store_label: str) -> Iterator[str]:
@@ -228,7 +216,7 @@ def report_lines(report: Report, store_label: str) -> Iterator[str]:
         yield f"no usage to report{hint}"
         yield from _skipped(report)
         return
-    head = [report.by, *HEAD[1:], *HEAD_REST]
+    head = [report.by, *COLUMNS, *COLUMNS_REST]
     table = [head, *(_cells(row) for row in report.rows), _cells(report.total)]
     widths = [max(len(line[column]) for line in table) for column in range(len(head))]
     for index, line in enumerate(table):
@@ -246,18 +234,15 @@ def hit_rate(row: Row) -> str:
 
 
 def _cells(row: Row) -> list[str]:
+    return [row.label if len(row.label) <= 40 else row.label[:39] + "…", *figures(row)]
+
+
+def figures(row: Row) -> list[str]:
+    """A row's figures, in the order of :data:`COLUMNS` and :data:`COLUMNS_REST`."""
     runs = row.runs
-    counts = [runs.total, runs.completed, runs.failed, runs.aborted, runs.open, row.attempts, row.input, row.output]
-    label = row.label if len(row.label) <= 40 else row.label[:39] + "…"
-    return [
-        label,
-        f"{row.sessions:,}",
-        *(f"{count:,}" for count in counts),
-        f"{row.cacheRead:,}",
-        f"{row.cacheWrite:,}",
-        hit_rate(row),
-        money(row.figure),
-    ]
+    counts = [row.sessions, runs.total, runs.completed, runs.failed, runs.aborted, runs.open, row.attempts, row.input]
+    counts += [row.output, row.cacheRead, row.cacheWrite]
+    return [*(f"{count:,}" for count in counts), hit_rate(row), money(row.figure)]
 
 
 def cost_notes(row: Row) -> Iterator[str]:

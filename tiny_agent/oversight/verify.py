@@ -36,12 +36,16 @@ class Verdict(msgspec.Struct):
 
 def verify(path: Path, known_length: int | None = None) -> Verdict:
     """Check one journal file (see :func:`verify_in`); ``known_length`` is the length the sessions index last saw."""
+    return verify_in(*file_session(path), known_length)
+
+
+def file_session(path: Path) -> tuple[Store, Session]:
+    """A journal file as a session of the file store of its directory."""
     from tiny_agent.stores.base import Session
     from tiny_agent.stores.files.disk import session_id_of
     from tiny_agent.stores.files.store import FileStore
 
-    session = Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
-    return verify_in(FileStore(path.parent), session, known_length)
+    return FileStore(path.parent), Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
 
 
 def verify_in(store: Store, session: Session, known_length: int | None = None) -> Verdict:

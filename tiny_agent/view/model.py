@@ -1,24 +1,13 @@
-"""A typed view of one session, read from its journal: what ``tiny-agent view`` draws.
+"""A typed view of one session, read from its journal: what ``tiny-agent view`` draws (docs/view.md).
 
-Operations (runs and compactions) hold steps, steps hold attempts and the
-tool calls they asked for, each with the journal's timestamps.  What each
-attempt's response was, what the seam kept and why comes from
-:func:`tiny_agent.oversight.audit.audit` (which re-derives every stored response through
-:func:`tiny_agent.agent.settlement.derive`); the integrity verdict from
-:func:`tiny_agent.oversight.verify.verify`.  Nothing is derived twice here.
-
-Size stays bounded whatever the journal: contents are clipped with their
-full size kept, the first and last :data:`FULL_ATTEMPTS` attempts carry their
-raw and canonical bodies, and operations whose attempts all lie outside the
-first and last :data:`ROW_ATTEMPTS` are folded (their counts kept, their
-steps dropped as soon as they finish).
-
-Reads the journal (twice more: audit and verify read it too); builds no HTML.
+Operations hold steps, steps hold attempts and tool calls, with the journal's timestamps; what each response was and
+what the seam kept is audit's report, the integrity verdict verify's: nothing is derived twice here.  Bounded as
+docs/view.md says (*Big sessions*).  Reads the journal; builds no HTML.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -50,11 +39,10 @@ from tiny_agent.journal.facts import (
     UserEntry,
 )
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit, AuditReport, CompactionAudit, Settled, audit_chunks
 from tiny_agent.oversight.cost import Cost, attempt_cost, total
 from tiny_agent.oversight.mcp import mcp_lines
-from tiny_agent.oversight.verify import Verdict, verify_in
+from tiny_agent.oversight.verify import Verdict, file_session, verify_in
 from tiny_agent.providers.userconfig import ModelSettings
 from tiny_agent.stores.journal import facts_of, lines_of
 from tiny_agent.wire.registry import API
@@ -118,8 +106,6 @@ class AttemptView(msgspec.Struct):
     """1, 2, ... over the session (audit's numbering)."""
     attempt: int
     """1 for a step's first attempt, 2 for its retry, ..."""
-    attemptId: str
-    model: str
     started: int
     audit: AttemptAudit
     """What audit found: the response, what the seam kept and dropped, usage, notes, drift."""
@@ -188,12 +174,8 @@ class OperationView(msgspec.Struct):
     steps: list[StepView] = msgspec.field(default_factory=list)
     compaction: CompactionView | None = None
     attempts: int = 0
-    failedAttempts: int = 0
     retries: int = 0
     tools: int = 0
-    firstAttempt: int = 0
-    """The session-wide number of its first attempt (0 before any)."""
-    usage: Usage = Usage()
     folded: bool = False
     """Outside the rows kept for a big session: counts only, no steps."""
 
@@ -202,19 +184,10 @@ class OperationView(msgspec.Struct):
         return self.errorCode == STEP_LIMIT_CODE
 
 
-class Header(msgspec.Struct, frozen=True):
-    id: str
+class SessionView(msgspec.Struct):
+    header: HeaderLine
     handle: str
     path: str
-    version: int
-    created: int
-    cwd: str
-    provider: str
-    model: str
-
-
-class SessionView(msgspec.Struct):
-    header: Header
     verdict: Verdict
     report: AuditReport
     """Every attempt's audit (raw vs canonical, dropped fields, adapters, usage derivation, drift)."""
@@ -242,12 +215,8 @@ def build_view(
     rows: int = ROW_ATTEMPTS,
 ) -> SessionView:
     """Read the journal at ``path`` (raises CorruptionError if the reducer refuses it, OSError if unreadable)."""
-    from tiny_agent.stores.base import Session
-    from tiny_agent.stores.files.disk import session_id_of
-    from tiny_agent.stores.files.store import FileStore
-
-    session = Session(id=session_id_of(path) or path.stem, name=str(path), path=path)
-    return build_view_of(FileStore(path.parent), session, handle=handle, prices=prices, full=full, rows=rows)
+    store, session = file_session(path)
+    return build_view_of(store, session, handle=handle, prices=prices, full=full, rows=rows)
 
 
 def build_view_of(
@@ -262,7 +231,7 @@ def build_view_of(
     """Read a session of a store (raises CorruptionError if the reducer refuses it)."""
     report = audit_chunks(store.chunks(session), session.name)
     verdict = verify_in(store, session)
-    header = _header(store.chunks(session), session.name, handle)
+    header = next(msgspec.json.decode(line, type=HeaderLine) for _, line in lines_of(store.chunks(session)))
     walk = _Walk(report, prices, full=max(0, full), rows=max(full, rows))
     for _, transaction in facts_of(store.chunks(session)):
         if not walk.transaction(transaction):
@@ -271,6 +240,8 @@ def build_view_of(
     attempts = walk.attempt_views
     return SessionView(
         header=header,
+        handle=handle,
+        path=session.name,
         verdict=verdict,
         report=report,
         operations=walk.operations,
@@ -279,22 +250,6 @@ def build_view_of(
         full=walk.full,
         rows=walk.rows,
     )
-
-
-def _header(chunks: Iterable[bytes], name: str, handle: str) -> Header:
-    for _, line in lines_of(chunks):
-        line_header = msgspec.json.decode(line, type=HeaderLine)
-        return Header(
-            id=line_header.id,
-            handle=handle,
-            path=name,
-            version=line_header.version,
-            created=line_header.createdAt,
-            cwd=line_header.cwd,
-            provider=line_header.provider,
-            model=line_header.model,
-        )
-    raise ValueError(f"{name}: no header line")  # unreachable: audit accepted the journal
 
 
 class _Walk:
@@ -458,8 +413,6 @@ class _Walk:
         attempt = AttemptView(
             number=audited.number,
             attempt=record.attempt,
-            attemptId=record.attemptId,
-            model=audited.model,
             started=at,
             audit=audited,
             cost=attempt_cost(audited, self.prices),
@@ -472,7 +425,6 @@ class _Walk:
         self.latest_of_step[record.stepId] = attempt
         operation.attempts += 1
         operation.retries += record.attempt > 1
-        operation.firstAttempt = operation.firstAttempt or audited.number
         return True
 
     def _tool(self, record: ToolStarted, fact_id: str, at: int) -> None:
@@ -517,12 +469,7 @@ class _Walk:
         self._close(operation)
 
     def _close(self, operation: OperationView) -> None:
-        """Settle what the operation's attempts say, and fold it when it lies outside the rows."""
-        for step in operation.steps:
-            for attempt in step.attempts:
-                audited = attempt.audit
-                operation.usage = operation.usage + (audited.usage or Usage())
-                operation.failedAttempts += audited.settled in ("failed", "aborted")
+        """Fold the operation when it lies outside the rows."""
         numbers = [attempt.number for step in operation.steps for attempt in step.attempts]
         position = numbers[0] if numbers else max(1, len(self.attempt_views))
         keep = any(self.in_rows(number) for number in numbers) or (not numbers and self.in_rows(position))

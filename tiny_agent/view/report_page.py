@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tiny_agent.oversight.cost import money
-from tiny_agent.oversight.report import Report, Row, cost_notes, hit_rate
+from tiny_agent.oversight.report import COLUMNS, COLUMNS_REST, Report, Row, cost_notes, figures, hit_rate
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.page import document, facts_table, grid, text
 
@@ -55,20 +55,10 @@ def _charts(report: Report) -> str:
 
 
 def _table(report: Report) -> str:
-    head = [report.by, "sessions", "runs", "completed", "failed", "aborted", "open", "attempts"]
-    head += ["input", "output", "cache read", "cache write", "hit rate", "cost"]
     body = [_cells(row) for row in report.rows]
     body.append([f"<strong>{cell}</strong>" for cell in _cells(report.total)])
-    return grid(head, body)
+    return grid([report.by, *COLUMNS, *COLUMNS_REST], body)
 
 
 def _cells(row: Row) -> list[str]:
-    runs = row.runs
-    counts = [row.sessions, runs.total, runs.completed, runs.failed, runs.aborted, runs.open, row.attempts]
-    counts += [row.input, row.output, row.cacheRead, row.cacheWrite]
-    return [
-        f'<span data-key="{text(row.key)}">{text(row.label)}</span>',
-        *(text(f"{count:,}") for count in counts),
-        text(hit_rate(row)),
-        text(money(row.figure)),
-    ]
+    return [f'<span data-key="{text(row.key)}">{text(row.label)}</span>', *map(text, figures(row))]

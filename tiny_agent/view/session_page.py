@@ -9,16 +9,17 @@ Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
 from html import escape
 from typing import Final
 
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.audit import AttemptAudit
 from tiny_agent.oversight.cost import Cost, cost_text, unpriced
-from tiny_agent.oversight.render import compaction_tokens, git_summary, kept_tail, usage_counts, usage_summary
+from tiny_agent.oversight.mcp import one_line
+from tiny_agent.oversight.render import compaction_tokens, counted, git_summary, kept_tail, usage_counts, usage_summary
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
-from tiny_agent.view.model import AttemptView, Clip, OperationView, SessionView, StepView, ToolView, clip
+from tiny_agent.view.model import AttemptView, OperationView, SessionView, StepView, ToolView, clip
 from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
 from tiny_agent.view.panels import attempt_panel, clip_block
 
@@ -42,8 +43,7 @@ TOOLBAR: Final = (
 
 
 def session_page(view: SessionView) -> str:
-    header = view.header
-    title = f"tiny-agent session {header.handle or header.id}"
+    title = f"tiny-agent session {view.handle or view.header.id}"
     body = "".join([_head(view), _charts(view), _timeline(view), _dropped(view)])
     return document(title, body, toolbar=TOOLBAR)
 
@@ -58,12 +58,12 @@ def _head(view: SessionView) -> str:
     report = view.report
     rows = [
         ("id", f"<code>{text(header.id)}</code>"),
-        ("handle", f"<code>{text(header.handle or '-')}</code>"),
+        ("handle", f"<code>{text(view.handle or '-')}</code>"),
         ("provider", text(header.provider)),
         ("model", text(header.model)),
-        ("created", text(when(header.created)) + " UTC"),
+        ("created", text(when(header.createdAt)) + " UTC"),
         ("directory", f"<code>{text(header.cwd)}</code>"),
-        ("journal", f"<code>{text(header.path)}</code> (v{header.version})"),
+        ("journal", f"<code>{text(view.path)}</code> (v{header.version})"),
         ("status", _status(view)),
         ("last run", _last_run(view)),
         ("integrity", f'{badge(word, css)} <span class="muted">{text(verdict.detail)}</span>'),
@@ -84,7 +84,7 @@ def _head(view: SessionView) -> str:
             for g in report.git
         )
         rows.append(("git", f'<ul class="plain">{commits}</ul>'))
-    return f"<header><h1>Session {text(header.handle or header.id)}</h1>{facts_table(rows)}</header>"
+    return f"<header><h1>Session {text(view.handle or header.id)}</h1>{facts_table(rows)}</header>"
 
 
 def _status(view: SessionView) -> str:
@@ -115,16 +115,12 @@ def _attempt_counts(view: SessionView) -> str:
     compactions = len(view.operations) - runs
     failed = sum(1 for attempt in attempts if attempt.settled in ("failed", "aborted"))
     retried = sum(1 for attempt in attempts if attempt.settled == "retried")
-    parts = [f"{_count(len(attempts), 'model attempt')} in {_count(runs, 'run')}"]
+    parts = [f"{counted(len(attempts), 'model attempt')} in {counted(runs, 'run')}"]
     if compactions:
-        parts.append(_count(compactions, "compaction"))
+        parts.append(counted(compactions, "compaction"))
     parts.append(f"{retried:,} retried")
     parts.append(f"{failed:,} failed or aborted")
     return text(" · ".join(parts))
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 def _cost_line(cost: Cost) -> str:
@@ -261,7 +257,7 @@ def _operation_summary(operation: OperationView) -> str:
         counts += f" · {operation.tools} tool call{'s' if operation.tools != 1 else ''}"
     parts.append(f'<span class="muted">{text(counts)}</span>')
     if operation.prompt is not None:
-        parts.append(f'<span class="muted">— {text(_one_line(operation.prompt.text, 100))}</span>')
+        parts.append(f'<span class="muted">— {text(one_line(operation.prompt.text, 100))}</span>')
     return " ".join(parts)
 
 
@@ -408,13 +404,8 @@ def _folded_region(operations: list[OperationView]) -> str:
 def _folded_line(operation: OperationView) -> str:
     words = [f"{operation.kind} {operation.number}", when(operation.started), operation.outcome]
     if operation.errorCode:
-        words.append(f"{operation.errorCode}: {_one_line(operation.errorMessage or '', 120)}")
+        words.append(f"{operation.errorCode}: {one_line(operation.errorMessage or '', 120)}")
     return text(" · ".join(words))
-
-
-def _one_line(value: str, width: int) -> str:
-    flat = " ".join(value.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 # -- the session's dropped fields -----------------------------------------------------------
@@ -424,16 +415,7 @@ def _dropped(view: SessionView) -> str:
     dropped = view.report.dropped
     if not dropped:
         return ""
-    rows = "".join(f'<li><mark class="dropped">{text(path)}</mark> × {count:,}</li>' for path, count in _first(dropped))
+    shown = itertools.islice(dropped.items(), 200)
+    rows = "".join(f'<li><mark class="dropped">{text(path)}</mark> × {count:,}</li>' for path, count in shown)
     heading = "<h2>Fields the seam dropped (kept only in the raw responses)</h2>"
     return f'<section id="dropped">{heading}<ul class="plain">{rows}</ul></section>'
-
-
-def _first(counts: dict[str, int], limit: int = 200) -> Iterator[tuple[str, int]]:
-    for position, item in enumerate(counts.items()):
-        if position >= limit:
-            return
-        yield item
-
-
-__all__ = ["Clip", "session_page", "status_label"]

@@ -7,7 +7,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 from msgspec import UNSET
@@ -47,6 +47,13 @@ from tiny_agent.wire.registry import Derivation, StreamFacts, derive
 from tiny_agent.wire.seam import Accepted
 
 Settled = Literal["assistant", "compaction", "failed", "aborted", "retried", "open"]
+
+_NO_RESPONSE: Final = {
+    "retried": "no response on record: closed by a retry (attempt {next})",
+    "open": "no response on record and not settled (a crash before the response landed)",
+    "failed": "no response on record (the request itself failed, or a v2 journal)",
+}
+"""Why an attempt has no response on record, by how it settled."""
 
 
 class ResponseAudit(msgspec.Struct):
@@ -521,14 +528,8 @@ def _check_summary(attempt: AttemptAudit, raw: RawFact | None, summary: str | No
 
 
 def _note_missing_response(attempt: AttemptAudit) -> None:
-    if attempt.settled == "retried":
-        attempt.notes.append(f"no response on record: closed by a retry (attempt {attempt.attempt + 1})")
-    elif attempt.settled == "open":
-        attempt.notes.append("no response on record and not settled (a crash before the response landed)")
-    elif attempt.settled == "failed":
-        attempt.notes.append("no response on record (the request itself failed, or a v2 journal)")
-    else:
-        attempt.notes.append("no response on record (a v2 journal keeps none)")
+    note = _NO_RESPONSE.get(attempt.settled, "no response on record (a v2 journal keeps none)")
+    attempt.notes.append(note.format(next=attempt.attempt + 1))
 
 
 def _settled_by_an_older_rule(attempt: AttemptAudit, expected: Settlement) -> bool:

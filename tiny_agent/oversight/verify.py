@@ -129,31 +129,23 @@ def _link_notes(store: Store, session: Session, state: SessionState, verdict: Ve
     return notes
 
 
-def verify_many(paths: list[Path], progress: Callable[[int, int], None] | None = None) -> list[Verdict]:
-    """Verify several journal files, each against the length the sessions index last saw for it."""
+def verify_sessions(
+    store: Store, sessions: list[Session], progress: Callable[[int, int], None] | None = None
+) -> list[Verdict]:
+    """Verify sessions of a store, each against the length its index last saw (a journal file as a file, against its
+    directory's index)."""
     from tiny_agent.stores.files.catalog import known_lengths
 
     lengths: dict[Path, dict[str, int]] = {}
     verdicts = []
-    for position, path in enumerate(paths, start=1):
-        if path.parent not in lengths:
-            lengths[path.parent] = known_lengths(path.parent)
-        verdicts.append(verify(path, lengths[path.parent].get(path.name)))
-        if progress is not None:
-            progress(position, len(paths))
-    return verdicts
-
-
-def verify_sessions(
-    store: Store, sessions: list[Session], progress: Callable[[int, int], None] | None = None
-) -> list[Verdict]:
-    """Verify sessions of a store (journal files among them as files), each against the length its index last saw."""
-    files = [session.path for session in sessions if session.path is not None]
-    by_file = dict(zip(files, verify_many(files), strict=True)) if files else {}
-    verdicts = []
     for position, session in enumerate(sessions, start=1):
         path = session.path
-        verdicts.append(by_file[path] if path is not None else verify_in(store, session, store.known_length(session)))
+        if path is None:
+            verdicts.append(verify_in(store, session, store.known_length(session)))
+        else:
+            if path.parent not in lengths:
+                lengths[path.parent] = known_lengths(path.parent)
+            verdicts.append(verify(path, lengths[path.parent].get(path.name)))
         if progress is not None:
             progress(position, len(sessions))
     return verdicts

@@ -281,10 +281,7 @@ class _Walk:
 
     def transaction(self, transaction: list[Fact]) -> bool:
         """Apply one line's facts; False when the journal has grown past what the audit saw."""
-        for fact in transaction:
-            if not self.fact(fact):
-                return False
-        return True
+        return all(self.fact(fact) for fact in transaction)
 
     def fact(self, fact: Fact) -> bool:
         match fact:

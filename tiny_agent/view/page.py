@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
+from collections.abc import Sequence
 from html import escape
 from typing import Final
 
@@ -161,6 +162,12 @@ def duration(start: int | None, end: int | None) -> str:
         return f"{minutes} min {seconds} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+def listing(values: Sequence[str], css: str = "plain", limit: int | None = None) -> str:
+    """A list of ``values`` (HTML): the first ``limit`` of them, and how many more."""
+    more = [f"… and {len(values) - limit:,} more"] if limit is not None and len(values) > limit else []
+    return f'<ul class="{css}">' + "".join(f"<li>{value}</li>" for value in [*values[:limit], *more]) + "</ul>"
 
 
 def facts_table(rows: list[tuple[str, str]]) -> str:

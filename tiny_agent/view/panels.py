@@ -11,7 +11,7 @@ from tiny_agent.oversight.cost import cost_text
 from tiny_agent.oversight.render import usage_counts
 from tiny_agent.view.json_html import json_html
 from tiny_agent.view.model import AttemptView, Clip, RawView
-from tiny_agent.view.page import facts_table, text
+from tiny_agent.view.page import facts_table, listing, text
 
 BODY_BUDGET: Final = 65_536
 """Characters of pretty-printed JSON per body before it is cut."""
@@ -67,7 +67,9 @@ def _sent(raw: RawView | None, response: ResponseAudit | None) -> str:
         if raw.text is not None:
             parts.append(clip_block("the stream as received", raw.text, open_=False))
         if stream is not None and stream.not_carried:
-            parts.append(_listing("not carried into the body by reassembly", stream.not_carried, "plain"))
+            carried = listing([f"<code>{text(path)}</code>" for path in stream.not_carried], limit=200)
+            label = f"not carried into the body by reassembly ({len(stream.not_carried):,})"
+            parts.append(f"<details><summary>{label}</summary>{carried}</details>")
     elif raw.kind == "json":
         parts.append(f'<pre class="raw-body">{json_html(raw.value, marked, BODY_BUDGET)}</pre>')
     elif raw.kind == "binary" and raw.text is not None:
@@ -104,8 +106,8 @@ def _how(attempt: AttemptView, audited: AttemptAudit) -> str:
             rows.append(("adapters changed", _items(response.adapted)))
         if response.hosted:
             rows.append(("provider-side activity (hosted tools, not run by us)", _items(response.hosted)))
-        dropped = "".join(f'<li><mark class="dropped">{text(path)}</mark></li>' for path in response.dropped)
-        rows.append(("dropped", f'<ul class="plain dropped">{dropped}</ul>' if dropped else "nothing"))
+        dropped = [f'<mark class="dropped">{text(path)}</mark>' for path in response.dropped]
+        rows.append(("dropped", listing(dropped, "plain dropped") if dropped else "nothing"))
         if response.derivation:
             rows.append(("usage derivation", f"<code>{text(response.derivation)}</code>"))
         if response.redactions:
@@ -124,11 +126,4 @@ def _how(attempt: AttemptView, audited: AttemptAudit) -> str:
 
 
 def _items(values: list[str]) -> str:
-    return '<ul class="plain">' + "".join(f"<li>{text(value)}</li>" for value in values) + "</ul>"
-
-
-def _listing(label: str, values: list[str], css: str) -> str:
-    shown = values[:200]
-    more = f"<li>… and {len(values) - len(shown):,} more</li>" if len(values) > len(shown) else ""
-    items = "".join(f"<li><code>{text(value)}</code></li>" for value in shown)
-    return f'<details><summary>{escape(label)} ({len(values):,})</summary><ul class="{css}">{items}{more}</ul></details>'
+    return listing([text(value) for value in values])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tiny_agent.oversight.cost import money
 from tiny_agent.oversight.report import COLUMNS, COLUMNS_REST, Report, Row, cost_notes, figures, hit_rate
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
-from tiny_agent.view.page import document, facts_table, grid, text
+from tiny_agent.view.page import document, facts_table, grid, listing, text
 
 
 def report_page(report: Report) -> str:
@@ -26,8 +26,7 @@ def report_page(report: Report) -> str:
     parts.append("<h2>Figures</h2>")
     parts.append(_table(report))
     if report.skipped:
-        items = "".join(f"<li>{text(line)}</li>" for line in report.skipped[:200])
-        parts.append(f'<h2>Left out</h2><ul class="plain">{items}</ul>')
+        parts.append(f"<h2>Left out</h2>{listing([text(line) for line in report.skipped[:200]])}")
     return document(f"tiny-agent report by {report.by}", "".join(parts))
 
 

@@ -20,7 +20,7 @@ from tiny_agent.oversight.mcp import one_line
 from tiny_agent.oversight.render import compaction_tokens, counted, git_summary, kept_tail, usage_counts, usage_summary
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.model import AttemptView, OperationView, SessionView, StepView, ToolView, clip
-from tiny_agent.view.page import badge, clock, document, duration, facts_table, text, when
+from tiny_agent.view.page import badge, clock, document, duration, facts_table, listing, text, when
 from tiny_agent.view.panels import attempt_panel, clip_block
 
 VERDICTS: Final = {
@@ -73,17 +73,16 @@ def _head(view: SessionView) -> str:
         ("drift", badge("drift", "drift") + " " + _drifted(view) if report.drift else '<span class="good">none</span>'),
     ]
     if report.instructions:
-        offered = "".join(
-            f'<li><code>{text(i.path)}</code> <span class="muted">{text(i.digest)} · attempt {i.firstAttempt} on</span></li>'
+        offered = [
+            f'<code>{text(i.path)}</code> <span class="muted">{text(i.digest)} · attempt {i.firstAttempt} on</span>'
             for i in report.instructions
-        )
-        rows.append(("instructions offered", f'<ul class="plain">{offered}</ul>'))
+        ]
+        rows.append(("instructions offered", listing(offered)))
     if report.git:
-        commits = "".join(
-            f'<li>{text(git_summary(g.commit, g.dirty))} <span class="muted">attempt {g.firstAttempt} on</span></li>'
-            for g in report.git
-        )
-        rows.append(("git", f'<ul class="plain">{commits}</ul>'))
+        commits = [
+            f'{text(git_summary(g.commit, g.dirty))} <span class="muted">attempt {g.firstAttempt} on</span>' for g in report.git
+        ]
+        rows.append(("git", listing(commits)))
     return f"<header><h1>Session {text(view.handle or header.id)}</h1>{facts_table(rows)}</header>"
 
 
@@ -395,10 +394,8 @@ def _folded_region(operations: list[OperationView]) -> str:
         f"{attempts:,} attempts, {retries:,} retries, {failed:,} not completed"
     )
     notable = [operation for operation in operations if operation.outcome != "completed" or operation.kind == "compaction"]
-    items = "".join(f"<li>{_folded_line(operation)}</li>" for operation in notable[:NOTABLE_FOLDED])
-    more = f"<li>… and {len(notable) - NOTABLE_FOLDED:,} more</li>" if len(notable) > NOTABLE_FOLDED else ""
-    listing = f'<ul class="plain">{items}{more}</ul>' if notable else ""
-    return f'<div class="folded-region" data-folded="{len(operations)}"><p>{text(head)}</p>{listing}</div>'
+    listed = listing([_folded_line(operation) for operation in notable], limit=NOTABLE_FOLDED) if notable else ""
+    return f'<div class="folded-region" data-folded="{len(operations)}"><p>{text(head)}</p>{listed}</div>'
 
 
 def _folded_line(operation: OperationView) -> str:
@@ -415,7 +412,6 @@ def _dropped(view: SessionView) -> str:
     dropped = view.report.dropped
     if not dropped:
         return ""
-    shown = itertools.islice(dropped.items(), 200)
-    rows = "".join(f'<li><mark class="dropped">{text(path)}</mark> × {count:,}</li>' for path, count in shown)
+    rows = [f'<mark class="dropped">{text(path)}</mark> × {count:,}' for path, count in itertools.islice(dropped.items(), 200)]
     heading = "<h2>Fields the seam dropped (kept only in the raw responses)</h2>"
-    return f'<section id="dropped">{heading}<ul class="plain">{rows}</ul></section>'
+    return f'<section id="dropped">{heading}{listing(rows)}</section>'

@@ -1,11 +1,5 @@
-"""The page of one session: header, charts, and the timeline of runs, steps, attempts and tool calls.
-
-Every value from the journal goes through :func:`html.escape` (or the JSON
-printer, which escapes too): model output, tool results and raw bodies are
-hostile input.  The raw-vs-canonical panels are in :mod:`.panels`.
-
-Pure.
-"""
+"""The page of one session: header, charts, and the timeline of runs, steps, attempts and tool calls (the panels are in
+:mod:`.panels`).  Every value from the journal is hostile input and is escaped (docs/view.md, *Safe to open*).  Pure."""
 
 from __future__ import annotations
 

@@ -201,10 +201,6 @@ class _Context:
         for message in messages:
             self.append(message)
 
-    @property
-    def count(self) -> int:
-        return len(self.messages)
-
     def append(self, message: Message) -> None:
         if self.messages:
             self._hash.update(b",")
@@ -355,7 +351,7 @@ class _Walk:
     def _counted(self, usage: Usage) -> None:
         if self.counted is None and self.compactions:  # the first run request after a compaction
             self.compactions[-1].tokensAfter, self.compactions[-1].afterCounted = usage.prompt_total, True
-        self.counted = (usage.prompt_total + usage.output, self.context.count)
+        self.counted = (usage.prompt_total + usage.output, len(self.context.messages))
 
     def _compaction(self, entry_id: str, entry: CompactionEntry) -> None:
         before = self.context.messages
@@ -421,7 +417,7 @@ class _Walk:
             self.latest_attempt_of_step[record.stepId].settled = "retried"
             messages, digest = first.requestMessages, first.requestDigest
         else:
-            messages, digest = self.context.count, self.context.digest()
+            messages, digest = len(self.context.messages), self.context.digest()
         snapshot = record.configurationSnapshot
         attempt = AttemptAudit(
             number=len(self.attempts) + 1,

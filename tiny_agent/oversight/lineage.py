@@ -57,10 +57,6 @@ def kind_of(fact: Members) -> str:
     return _text(fact["kind"])
 
 
-def timestamp_of(fact: Members) -> int:
-    return _number(fact["timestamp"])
-
-
 def _raw_int(value: int) -> msgspec.Raw:
     return msgspec.Raw(str(value).encode())
 
@@ -124,7 +120,7 @@ def copied(lines: Lines, header: HeaderLine, closed_at: int, through: int | None
     for number, line in itertools.islice(lines, through):
         if number > 1:
             facts = facts_in(line)
-            yield copy.line([fact for fact in facts if kind_of(fact) != "seal"], timestamp_of(facts[-1]))
+            yield copy.line([fact for fact in facts if kind_of(fact) != "seal"], _number(facts[-1]["timestamp"]))
     yield from copy.closing_lines(closed_at)
 
 

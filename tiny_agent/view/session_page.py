@@ -334,7 +334,7 @@ def _attempt_row(attempt: AttemptView, audited: AttemptAudit, previous: AttemptV
     if took:
         words.append(f"settled in {took}")
     parts = [text(" · ".join(words))]
-    label = status_label(audited)
+    label = f"answered ({audited.stopReason})" if audited.settled == "assistant" else audited.settled
     parts.append(badge(label, attempt.status))
     if audited.drift:
         parts.append(badge("drift", "drift"))
@@ -348,12 +348,6 @@ def _attempt_row(attempt: AttemptView, audited: AttemptAudit, previous: AttemptV
     if audited.failure:
         parts.append(f'<div class="bad">{text(audited.failure)}</div>')
     return " ".join(parts)
-
-
-def status_label(audited: AttemptAudit) -> str:
-    if audited.settled == "assistant":
-        return f"answered ({audited.stopReason})"
-    return audited.settled
 
 
 def _tool(tool: ToolView) -> str:

@@ -7,7 +7,7 @@ Pure: the environment is a mapping passed in, the config file is read by :mod:`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
@@ -78,11 +78,12 @@ def select_endpoint(
     :meth:`Endpoint.require_key` (``resume --dry-run`` asks no model).
     """
     table = profile_table(config)
-    name, chosen_by = _choose_profile_name(requested, environ, config, recorded, table)
-    profile = _resolve_profile(table[name], requested, config, recorded)
-    base_url, url_origin = _choose_base_url(profile, requested, environ, config, recorded)
+    sources = _Sources(requested, environ, config, recorded)
+    name, chosen_by = sources.profile_name(table)
+    profile = sources.resolved(table[name])
+    base_url, url_origin = sources.base_url(profile)
     check_base_url(base_url, url_origin)
-    model = _choose_model(profile, requested, environ, config, recorded)
+    model = sources.model(profile)
     key = choose_key(profile, base_url, environ)
     endpoint = Endpoint(
         profile, base_url, model, key=key.value, key_source=key.source, key_problem=key.problem, chosen_by=chosen_by
@@ -92,26 +93,83 @@ def select_endpoint(
     return endpoint
 
 
-def _choose_profile_name(
-    requested: Requested,
-    environ: Mapping[str, str],
-    config: UserConfig | None,
-    recorded: RoutingTarget | None,
-    table: Mapping[str, Profile],
-) -> tuple[str, str]:
-    named = _first_given((requested.provider, "--provider"), (environ.get(PROVIDER_ENV), PROVIDER_ENV))
-    if named is not None:
-        return _known(named[0], named[1], table), named[1]
-    url_given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
-    if url_given is not None:
-        return CUSTOM, url_given[1]
-    if recorded is not None:
-        return _known(recorded.profile, "the session's routing identity", table), "the session"
-    if config is not None and config.provider is not None:
-        return _known(config.provider, f"config file {config.source}", table), f"config file {config.source}"
-    if config is not None and config.base_url is not None:
-        return CUSTOM, f"config file {config.source}"
-    return _profile_by_key(environ, table)
+class _Sources(NamedTuple):
+    """What the choice is made from, each in the order it counts."""
+
+    requested: Requested
+    environ: Mapping[str, str]
+    config: UserConfig | None
+    recorded: RoutingTarget | None
+
+    def profile_name(self, table: Mapping[str, Profile]) -> tuple[str, str]:
+        requested, environ, config, recorded = self
+        named = _first_given((requested.provider, "--provider"), (environ.get(PROVIDER_ENV), PROVIDER_ENV))
+        if named is not None:
+            return _known(named[0], named[1], table), named[1]
+        url_given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
+        if url_given is not None:
+            return CUSTOM, url_given[1]
+        if recorded is not None:
+            return _known(recorded.profile, "the session's routing identity", table), "the session"
+        if config is not None and config.provider is not None:
+            return _known(config.provider, f"config file {config.source}", table), f"config file {config.source}"
+        if config is not None and config.base_url is not None:
+            return CUSTOM, f"config file {config.source}"
+        return _profile_by_key(environ, table)
+
+    def resolved(self, profile: Profile) -> Profile:
+        """The profile as used: ``custom`` speaks the flag's API, else the session's, else the config file's (its adapters)."""
+        requested, _, config, recorded = self
+        if profile.name != CUSTOM:
+            if requested.api is not None and requested.api != profile.api:
+                raise ConfigError(f"provider {profile.name} speaks the {profile.api} API; --api applies to custom only")
+            return profile
+        api = requested.api or (recorded.api if recorded is not None and recorded.profile == CUSTOM else None)
+        if config is None:
+            return _custom_speaking(profile, api or "chat", ())
+        api = api or config.custom_api
+        if config.custom_adapters and api != "chat":
+            raise ConfigError(f"config file {config.source}: custom.adapters apply to the chat API only, not to {api}")
+        return _custom_speaking(profile, api, config.custom_adapters)
+
+    def base_url(self, profile: Profile) -> tuple[str, str]:
+        requested, environ, config, recorded = self
+        given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
+        if given is not None:
+            return given
+        if recorded is not None and recorded.profile == profile.name:
+            if f"={REDACTED}" in recorded.base_url:
+                # The journal kept the URL without its secret; it cannot be requested as recorded.
+                raise ConfigError(
+                    f"the session's base URL had a secret that was not recorded: pass --base-url or set {BASE_URL_ENV}"
+                )
+            return recorded.base_url, "the session's routing identity"
+        # The config file's base_url goes with its own provider, or with custom when it names none.
+        applies = config is not None and (config.provider == profile.name or (config.provider is None and profile.name == CUSTOM))
+        if config is not None and config.base_url is not None and applies:
+            return config.base_url, f"config file {config.source}"
+        if profile.base_url is not None:
+            return profile.base_url, f"provider {profile.name}"
+        example = f" (for example {profile.base_url_hint})" if profile.base_url_hint else ""
+        raise ConfigError(f"provider {profile.name} needs a base URL: pass --base-url or set {BASE_URL_ENV}{example}")
+
+    def model(self, profile: Profile) -> str:
+        requested, environ, config, recorded = self
+        given = _first_given((requested.model, "--model"), (environ.get(MODEL_ENV), MODEL_ENV))
+        if given is not None:
+            return given[0]
+        if recorded is not None:
+            return recorded.model
+        if config is not None and profile.name in config.provider_models:
+            return config.provider_models[profile.name]
+        # The config file's model goes with its own provider, or with any when it names none.
+        if config is not None and config.model is not None and config.provider in (None, profile.name):
+            return config.model
+        if profile.model is not None:
+            return profile.model
+        where = config.source if config is not None else "the config file"
+        how = f'pass -m MODEL, set {MODEL_ENV}, or add model = "MODEL" under [providers.{profile.name}] in {where}'
+        raise ConfigError(f"no model for {profile.name}: {how}")
 
 
 def _first_given(*candidates: tuple[str | None, str]) -> tuple[str, str] | None:
@@ -147,75 +205,9 @@ def _profile_by_key(environ: Mapping[str, str], table: Mapping[str, Profile]) ->
     raise ConfigError(f"no provider chosen and no provider key set{hint}; {how} (choices: {', '.join(table)})")
 
 
-def _resolve_profile(
-    profile: Profile, requested: Requested, config: UserConfig | None, recorded: RoutingTarget | None
-) -> Profile:
-    """The profile as used: ``custom`` speaks the flag's API, else the session's, else the config file's (its adapters)."""
-    if profile.name != CUSTOM:
-        if requested.api is not None and requested.api != profile.api:
-            raise ConfigError(f"provider {profile.name} speaks the {profile.api} API; --api applies to custom only")
-        return profile
-    api = requested.api or (recorded.api if recorded is not None and recorded.profile == CUSTOM else None)
-    if config is None:
-        return _custom_speaking(profile, api or "chat", ())
-    api = api or config.custom_api
-    if config.custom_adapters and api != "chat":
-        raise ConfigError(f"config file {config.source}: custom.adapters apply to the chat API only, not to {api}")
-    return _custom_speaking(profile, api, config.custom_adapters)
-
-
 def _custom_speaking(profile: Profile, api: Api, adapters: tuple[str, ...]) -> Profile:
     """``custom`` with the API the user chose: that API's key header, required headers and defaults."""
     return msgspec.structs.replace(profile, adapters=adapters, **speaking(api))
-
-
-def _choose_base_url(
-    profile: Profile,
-    requested: Requested,
-    environ: Mapping[str, str],
-    config: UserConfig | None,
-    recorded: RoutingTarget | None,
-) -> tuple[str, str]:
-    given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
-    if given is not None:
-        return given
-    if recorded is not None and recorded.profile == profile.name:
-        if f"={REDACTED}" in recorded.base_url:
-            # The journal kept the URL without its secret; it cannot be requested as recorded.
-            raise ConfigError(f"the session's base URL had a secret that was not recorded: pass --base-url or set {BASE_URL_ENV}")
-        return recorded.base_url, "the session's routing identity"
-    # The config file's base_url goes with its own provider, or with custom when it names none.
-    applies = config is not None and (config.provider == profile.name or (config.provider is None and profile.name == CUSTOM))
-    if config is not None and config.base_url is not None and applies:
-        return config.base_url, f"config file {config.source}"
-    if profile.base_url is not None:
-        return profile.base_url, f"provider {profile.name}"
-    example = f" (for example {profile.base_url_hint})" if profile.base_url_hint else ""
-    raise ConfigError(f"provider {profile.name} needs a base URL: pass --base-url or set {BASE_URL_ENV}{example}")
-
-
-def _choose_model(
-    profile: Profile,
-    requested: Requested,
-    environ: Mapping[str, str],
-    config: UserConfig | None,
-    recorded: RoutingTarget | None,
-) -> str:
-    given = _first_given((requested.model, "--model"), (environ.get(MODEL_ENV), MODEL_ENV))
-    if given is not None:
-        return given[0]
-    if recorded is not None:
-        return recorded.model
-    if config is not None and profile.name in config.provider_models:
-        return config.provider_models[profile.name]
-    # The config file's model goes with its own provider, or with any when it names none.
-    if config is not None and config.model is not None and config.provider in (None, profile.name):
-        return config.model
-    if profile.model is not None:
-        return profile.model
-    where = config.source if config is not None else "the config file"
-    how = f'pass -m MODEL, set {MODEL_ENV}, or add model = "MODEL" under [providers.{profile.name}] in {where}'
-    raise ConfigError(f"no model for {profile.name}: {how}")
 
 
 # -- tiny-agent providers ------------------------------------------------------------------

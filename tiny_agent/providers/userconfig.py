@@ -171,11 +171,6 @@ def parse_user_config(data: bytes, source: str) -> UserConfig:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {source} is not valid TOML: {error}") from None
-    return decode_user_config(document, source)
-
-
-def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
-    """A decoded TOML document to a checked :class:`UserConfig`."""
     written = _convert(document, _ConfigFile, source, ())
     builtins = {name: _builtin_model(name, table, source) for name, table in written.providers.items() if name in BUILTIN_NAMES}
     profiles = tuple(_profile(name, table, source) for name, table in written.providers.items() if name not in BUILTIN_NAMES)
@@ -184,7 +179,7 @@ def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
     known = BUILTIN_NAMES | {profile.name for profile in profiles}
     if written.provider is not None and written.provider not in known:
         choices = ", ".join(sorted(known))
-        raise ConfigError(f"config file {source}: provider: unknown provider {written.provider!r} (choices: {choices})")
+        raise _bad(source, ("provider",), f"unknown provider {written.provider!r} (choices: {choices})")
     if written.base_url is not None:
         _check_base_url(written.base_url, source, ("base_url",))
     mcp = {name: _mcp_server(name, table, source) for name, table in written.mcp.items()}
@@ -204,17 +199,15 @@ def decode_user_config(document: Mapping[str, Any], source: str) -> UserConfig:
 
 def _builtin_model(name: str, table: Any, source: str) -> str:
     if isinstance(table, dict) and set(table) - {"model"}:
-        raise ConfigError(
-            f"config file {source}: providers.{name}: {name!r} is a built-in provider, whose table takes only model;"
-            " choose another name for a provider of your own"
-        )
+        problem = f"{name!r} is a built-in provider, whose table takes only model; choose another name for a provider of your own"
+        raise _bad(source, ("providers", name), problem)
     return _convert(table, _BuiltinTable, source, ("providers", name)).model
 
 
 def _profile(name: str, table: Any, source: str) -> Profile:
     where = ("providers", name)
     if not PROFILE_NAME.fullmatch(name):
-        raise ConfigError(f"config file {source}: {_key(where)}: a provider name is lower-case letters, digits, '.', '_' and '-'")
+        raise _bad(source, where, "a provider name is lower-case letters, digits, '.', '_' and '-'")
     written = _convert(table, _ProfileTable, source, where)
     parts = _check_base_url(written.base_url, source, (*where, "base_url"))
     _check_adapters(written.adapters, written.api, source, (*where, "adapters"))
@@ -238,7 +231,7 @@ def _mcp_server(name: str, table: Any, source: str) -> McpServer:
     where = ("mcp", name)
 
     def bad(key: str, problem: str) -> ConfigError:
-        return ConfigError(f"config file {source}: {_key((*where, *key.split('.', 1))) if key else _key(where)}: {problem}")
+        return _bad(source, (*where, *key.split(".", 1)) if key else where, problem)
 
     if not PROFILE_NAME.fullmatch(name):
         raise bad("", "a server name is lower-case letters, digits, '.', '_' and '-'")
@@ -274,16 +267,16 @@ def expand_references(value: str, environ: Mapping[str, str], what: str) -> tupl
 def _check_base_url(url: str, source: str, where: tuple[str, ...]) -> SplitResult:
     problem = base_url_problem(url)
     if problem is not None:
-        raise ConfigError(f"config file {source}: {_key(where)}: the base URL {problem}")
+        raise _bad(source, where, f"the base URL {problem}")
     return urlsplit(url)
 
 
 def _check_adapters(names: tuple[str, ...], api: Api, source: str, where: tuple[str, ...]) -> None:
     for index, name in enumerate(names):
         if not is_known_adapter(name):
-            raise ConfigError(f"config file {source}: {_key(where)}[{index}]: unknown adapter {name!r}")
+            raise _bad(source, where, f"unknown adapter {name!r}", f"[{index}]")
     if names and api != "chat":
-        raise ConfigError(f"config file {source}: {_key(where)}: adapters apply to the chat API only, not to {api}")
+        raise _bad(source, where, f"adapters apply to the chat API only, not to {api}")
 
 
 T = TypeVar("T")
@@ -312,6 +305,10 @@ def _located(message: str, where: tuple[str, ...]) -> tuple[str, str]:
         key = f"{key}.{_key((unknown['field'],))}" if key else _key((unknown["field"],))
         problem = "unknown key"
     return key or "(top level)", problem[:1].lower() + problem[1:]
+
+
+def _bad(source: str, where: tuple[str, ...], problem: str, index: str = "") -> ConfigError:
+    return ConfigError(f"config file {source}: {_key(where)}{index}: {problem}")
 
 
 def _key(parts: tuple[str, ...]) -> str:

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
-from urllib.parse import SplitResult, parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from tiny_agent.errors import ConfigError
 from tiny_agent.journal.secrets import Secrets, is_secret_parameter, key_secrets
@@ -23,11 +23,10 @@ _ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "
 """Schemes a message may show: none of them can be a misplaced secret."""
 
 
-def check_base_url(url: str, origin: str) -> SplitResult:
+def check_base_url(url: str, origin: str) -> None:
     problem = base_url_problem(url)
     if problem is not None:
         raise ConfigError(f"the base URL from {origin} {problem}")
-    return urlsplit(url)
 
 
 def base_url_problem(url: str) -> str | None:

@@ -92,8 +92,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The whole file as written; tables keyed by user-chosen names are converted one by one,
-    so that an error can name the key (msgspec's own path says ``[...]`` for a dict key)."""
+    """The file as written; tables under user-chosen names are converted one by one, so an error names the key."""
 
     provider: NonEmpty | None = None
     model: NonEmpty | None = None
@@ -105,7 +104,7 @@ class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class UserConfig(msgspec.Struct, frozen=True):
-    """The config file, checked: what :func:`tiny_agent.providers.profiles.select_endpoint` and the rest read."""
+    """The config file, checked: what :func:`tiny_agent.providers.selection.select_endpoint` and the rest read."""
 
     source: str = "(no config file)"
     """The file's path, for messages."""

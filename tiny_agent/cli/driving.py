@@ -103,7 +103,7 @@ def _finish(
             f"{seal_failure}; the outcome above is durable, but the journal's last line is not sealed: "
             f"`tiny-agent resume {handle}` seals it once there is space"
         )
-    _raise_for(result, writer, handle)
+    _raise_for(result, handle)
 
 
 def show_answer(result: DriveResult, display: TerminalDisplay | None) -> None:
@@ -115,7 +115,7 @@ def show_answer(result: DriveResult, display: TerminalDisplay | None) -> None:
         sys.stdout.write(final.rstrip("\n") + "\n")
 
 
-def _raise_for(result: DriveResult, writer: JournalWriter, handle: str) -> None:
+def _raise_for(result: DriveResult, handle: str) -> None:
     if result.refused:
         raise Refused(f"the model declined to answer; its refusal is the answer (session {handle})")
     if result.status == "failed":
@@ -156,12 +156,8 @@ def runtime_for(
     summary: str | None = None,
     state: SessionState | None = None,
 ) -> Runtime:
-    """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected.
-
-    The project instructions are loaded for a run, not for ``compact`` (``summary``:
-    its guidance, maybe empty), whose request carries none.  The request options the
-    session (``state``) recorded are reused unless a flag says otherwise.
-    """
+    """The agent's runtime: tools safe by default (write asks on a terminal), the sessions store protected; no project
+    instructions for ``compact`` (``summary``: its guidance), and the request options ``state`` recorded unless flags say."""
     from tiny_agent.agent.instructions import Instructions, load_instructions, user_skills_folder
     from tiny_agent.agent.loop import build_runtime
     from tiny_agent.agent.tools.mcp import servers_from_flags
@@ -368,34 +364,29 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
     from tiny_agent.journal.state import IdleOperation
     from tiny_agent.stores.journal import cannot_record_responses
 
-    path = found.path
     refuse_if_held(found)
     try:
         state = found.state()
     except CorruptionError as error:
-        corrupt(error, path, as_json)
-    configuration = None
-    if current_config is None and type(state.operation) is IdleOperation:
+        corrupt(error, found.path, as_json)
+    if current_config is not None:  # a fixture's plan, as the planner gives it
+        try:
+            current = msgspec.json.decode(read_input(current_config), type=CurrentConfiguration)
+        except msgspec.DecodeError as error:
+            raise UsageError(f"--current-config {current_config}: {error}") from None
+        plan = plan_recovery(state, current)
+        why = describe_block(plan.reason) if isinstance(plan, Blocked) else None
+    elif type(state.operation) is IdleOperation:
         if as_json:
             print_json(IDLE_FINISH)
         else:
             sys.stdout.write(f"next: {_idle_words(state, found.named)}\n")
         return
-    if current_config is not None:
-        try:
-            current = msgspec.json.decode(read_input(current_config), type=CurrentConfiguration)
-        except msgspec.DecodeError as error:
-            raise UsageError(f"--current-config {current_config}: {error}") from None
     else:
-        endpoint = endpoint_for(options, recorded_target(state), require_key=False)
-        runtime = runtime_for(options, endpoint, None, state=state)
+        runtime = runtime_for(options, endpoint_for(options, recorded_target(state), require_key=False), None, state=state)
         configuration = runtime.configuration_for(state)
-        current = runtime.current(state)
-    plan = plan_recovery(state, current)
-    plan = plan if current_config is not None else committable(plan, state)  # a fixture's plan as the planner gives it
-    why = None
-    if isinstance(plan, Blocked):
-        why = blocked_reason(plan, state, configuration) if configuration is not None else describe_block(plan.reason)
+        plan = committable(plan_recovery(state, runtime.current(state)), state)
+        why = blocked_reason(plan, state, configuration) if isinstance(plan, Blocked) else None
     if as_json:
         print_json(plan)
     else:
@@ -403,7 +394,7 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
     if why is not None:
         raise BlockedError(why)
     if isinstance(plan, StartStep) and state.version < 3:
-        raise BlockedError(cannot_record_responses(path))
+        raise BlockedError(cannot_record_responses(found.path))
 
 
 def compact(args: Compact) -> None:

@@ -1,10 +1,5 @@
-"""The options shared by the commands that drive a session, and what they resolve to.
-
-Flags first, then environment variables, then the user's config file, then
-what the session itself recorded (its profile, base URL and model), then the
-profile's defaults.  Everything here runs before a session is created or a
-byte is written, so a bad flag or a missing key leaves nothing behind.
-"""
+"""What the driving options resolve to: the flags, then the environment, the config file, what the session recorded, and
+the profile's defaults.  All of it runs before anything is written: a bad flag or a missing key leaves nothing behind."""
 
 from __future__ import annotations
 

@@ -392,7 +392,7 @@ def test_a_corrupt_checkpoint_is_ignored_with_a_note(tmp_path, damage):
     assert len(notes) == 1 and notes[0].startswith(f"checkpoint of {path.name} ")
 
 
-# -- the lean restore's prefix check: the same file, its edges, the next seal ---------------------
+# -- the next turn's prefix check: the same file, its edges, the next seal ----------------------
 
 
 def long_session(tmp_path: Path, version: int = 3) -> tuple[Path, RunWriter]:
@@ -415,9 +415,10 @@ def checkpoint_length(tmp_path: Path) -> int:
     return int(json.loads(stored(tmp_path).read_bytes()[: checkpoints.KEY_SIZE])["length"])
 
 
-def fold_outcome(store: Checkpoints, path: Path, lean: bool) -> bytes | tuple[object, ...]:
+def fold_outcome(store: Checkpoints, path: Path, next_turn: bool = True) -> bytes | tuple[object, ...]:
+    """What the next turn's fold (lean, the prefix checked at its edges) or a reader's (lean, hashed in full) gives."""
     try:
-        return store.fold(path, lean=lean).state.to_json_bytes()
+        return store.fold(path, lean=True, edges=next_turn).state.to_json_bytes()
     except CorruptionError as error:
         return (error.code, error.line, error.seq, error.reason)
 
@@ -432,7 +433,7 @@ def edit_in_place(path: Path, offset: int, byte: bytes) -> None:
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_a_lean_restore_reads_the_prefix_only_at_its_edges(tmp_path, monkeypatch, version):
+def test_the_next_turn_reads_the_prefix_only_at_its_edges(tmp_path, monkeypatch, version):
     path, _ = long_session(tmp_path, version)
     length, journal = checkpoint_length(tmp_path), path.stat().st_ino
     reads: list[tuple[int, int]] = []
@@ -445,7 +446,7 @@ def test_a_lean_restore_reads_the_prefix_only_at_its_edges(tmp_path, monkeypatch
 
     monkeypatch.setattr(checkpoints.os, "pread", pread)
     restores, notes = Restores(monkeypatch), Notes()
-    state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).fold(path, lean=True).state
+    state = Checkpoints(tmp_path, threshold=1 << 30, note=notes).fold(path, lean=True, edges=True).state
     monkeypatch.undo()
     assert state.to_json_bytes() == read_journal(path).to_json_bytes()
     assert restores.count == 1 and notes == []
@@ -454,31 +455,36 @@ def test_a_lean_restore_reads_the_prefix_only_at_its_edges(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_an_edit_inside_the_prefix_that_keeps_the_inode_is_seen_by_a_whole_restore_not_by_a_lean_one(tmp_path, version):
+def test_an_edit_inside_the_prefix_that_keeps_the_inode_is_seen_by_replay_not_by_the_next_turn(tmp_path, capsys, version):
     """The design's limit, kept visible: the next turn trusts the middle of its own file; replay, audit and verify do not."""
-    path, _ = long_session(tmp_path, version)
+    from tiny_agent.stores.files.store import FileStore, file_session
+
+    path, run = long_session(tmp_path, version)
+    run.writer.close()
     middle = path.read_bytes().index(b"middle of the journal", checkpoint_length(tmp_path) // 2)
     edit_in_place(path, middle, b"M")
     notes = Notes()
-    store = Checkpoints(tmp_path, threshold=1 << 30, note=notes)
-    assert b"Middle of the journal" not in store.fold(path, lean=True).state.to_json_bytes()
+    with FileStore(tmp_path).open_writer(file_session(path), "process", notes) as writer:
+        assert b"Middle of the journal" not in writer.state.to_json_bytes()
     assert notes == []
-    assert fold_outcome(store, path, lean=False) == outcome(Fold(), path.read_bytes())
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, next_turn=False) == outcome(Fold(), path.read_bytes())
     assert len(notes) == 1 and "changed" in notes[0]
+    err = cli(capsys, "replay", str(path), "--json", "--sessions-dir", str(tmp_path))[2]
+    assert f"checkpoint of {path.name} does not match the journal (its first" in err
     if version == 3:
         assert verify(path).status == "corrupt"
 
 
 @pytest.mark.parametrize("version", [2, 3])
 @pytest.mark.parametrize("where", ["header", "before the checkpoint"])
-def test_an_edit_at_the_prefixs_edges_makes_a_lean_restore_fold_in_full(tmp_path, monkeypatch, version, where):
+def test_an_edit_at_the_prefixs_edges_makes_the_next_turn_fold_in_full(tmp_path, monkeypatch, version, where):
     path, _ = long_session(tmp_path, version)
     data = path.read_bytes()
     length = checkpoint_length(tmp_path)
     offset = data.index(b"/workspace") + 1 if where == "header" else data.rindex(b"answer 7", 0, length) + len(b"answer ")
     edit_in_place(path, offset, b"9" if where != "header" else b"W")
     notes, restores = Notes(), Restores(monkeypatch)
-    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, lean=True) == outcome(Fold(), path.read_bytes())
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path) == outcome(Fold(), path.read_bytes())
     assert restores.count <= 1
     assert len(notes) == 1 and "does not match the journal" in notes[0]
 
@@ -486,7 +492,7 @@ def test_an_edit_at_the_prefixs_edges_makes_a_lean_restore_fold_in_full(tmp_path
 @pytest.mark.parametrize("version", [2, 3])
 @pytest.mark.parametrize("edited", [False, True], ids=["same bytes", "a middle byte changed"])
 def test_a_replaced_journal_of_the_same_length_is_hashed_in_full(tmp_path, monkeypatch, version, edited):
-    """Another inode (a copy put in its place, a restored backup): the lean restore checks the whole prefix."""
+    """Another inode (a copy put in its place, a restored backup): the next turn checks the whole prefix."""
     path, _ = long_session(tmp_path, version)
     data = bytearray(path.read_bytes())
     if edited:
@@ -497,7 +503,7 @@ def test_a_replaced_journal_of_the_same_length_is_hashed_in_full(tmp_path, monke
     os.replace(copy, path)
     assert path.stat().st_ino != before and path.stat().st_size == len(data)
     notes, restores = Notes(), Restores(monkeypatch)
-    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, lean=True) == outcome(Fold(), bytes(data))
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path) == outcome(Fold(), bytes(data))
     if edited:
         assert len(notes) == 1 and "changed" in notes[0]
     else:
@@ -516,17 +522,17 @@ def test_a_journal_truncated_and_grown_again_past_its_checkpoint_is_folded_in_fu
         journal.write(data[cut:].replace(b"answer 7", b"answer X"))
     assert path.stat().st_size == len(data)
     notes = Notes()
-    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path, lean=True) == outcome(Fold(), path.read_bytes())
+    assert fold_outcome(Checkpoints(tmp_path, threshold=1 << 30, note=notes), path) == outcome(Fold(), path.read_bytes())
     assert len(notes) == 1 and "does not match the journal" in notes[0]
 
 
-def test_a_lean_restore_that_will_renew_the_checkpoint_hashes_the_prefix_in_full(tmp_path):
+def test_a_next_turn_that_will_renew_the_checkpoint_hashes_the_prefix_in_full(tmp_path):
     """The renewed checkpoint's key needs the whole prefix's digest, so that fold checks it as a whole restore does."""
     path, _ = long_session(tmp_path)
     middle = path.read_bytes().index(b"middle of the journal", checkpoint_length(tmp_path) // 2)
     edit_in_place(path, middle, b"M")
     notes = Notes()
-    assert fold_outcome(Checkpoints(tmp_path, threshold=0, note=notes), path, lean=True) == outcome(Fold(), path.read_bytes())
+    assert fold_outcome(Checkpoints(tmp_path, threshold=0, note=notes), path) == outcome(Fold(), path.read_bytes())
     assert len(notes) == 1 and "changed" in notes[0]
 
 

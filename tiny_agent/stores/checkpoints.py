@@ -22,20 +22,20 @@ frame's bytes at a time, never the whole snapshot.  The key says which bytes the
   CRC-32 (a checkpoint that rotted on disk must not restore into a wrong state).
 
 A lean fold (:meth:`Checkpoints.fold`, for the commands that write the next
-turn) skips the frames of the entries before the active context and reads
+turn, and ``replay``) skips the frames of the entries before the active context and reads
 them back only when the state first needs them.
 
-A checkpoint is used only when every check passes.  A whole restore
-(``replay``, ``audit``: they read everything anyway) hashes the prefix in
-full (in a thread, while the snapshot is decoded), so it folds on from
-exactly the bytes the checkpoint folded.  A lean restore that will not renew
-the checkpoint reads only the tail: in the same file (same device and inode,
-at least as long) whose edges hash as they did and whose next line's seal
-carries the chain (v3), it takes the prefix as unchanged, since a journal is
-only ever appended to; another file, or a tail long enough to renew the
-checkpoint, is hashed in full.  So an edit inside the prefix, away from its
-edges, that keeps the inode is not noticed by the next turn (a whole restore
-notices it, and so does ``verify`` in v3): docs/journal.md, "Checkpoints".
+A checkpoint is used only when every check passes.  A reader (``replay``,
+``audit``) hashes the prefix in full (in a thread, while the snapshot is
+decoded), so it goes on from exactly the bytes the checkpoint folded.
+Writing the next turn (``edges``), when it will not renew the checkpoint,
+reads only the tail: in the same file (same device and inode, at least as
+long) whose edges hash as they did and whose next line's seal carries the
+chain (v3), it takes the prefix as unchanged, since a journal is only ever
+appended to; another file, or a tail long enough to renew the checkpoint, is
+hashed in full.  So an edit inside the prefix, away from its edges, that
+keeps the inode is not noticed by the next turn (a reader notices it, and so
+does ``verify`` in v3): docs/journal.md, "Checkpoints".
 Any mismatch, and any checkpoint that cannot be read or decoded, makes the
 caller's ``note`` say why (one line) and the journal is folded in full: a
 checkpoint is a cache, never an error.
@@ -89,7 +89,7 @@ FRAME_LIMIT: Final = 1 << 30
 SEAL_PROBE: Final = 1 << 20
 """How far past a v3 checkpoint the next line's end (and its seal) is looked for before hashing the prefix."""
 EDGE: Final = 64 << 10
-"""The prefix's edges a lean restore hashes instead of the whole: its first and its last 64 KiB."""
+"""The prefix's edges the next turn hashes instead of the whole: its first and its last 64 KiB."""
 
 Note = Callable[[str], None]
 
@@ -143,18 +143,20 @@ class Checkpoints:
         """The reduced state of the journal (raises what :func:`~tiny_agent.stores.journal.read_journal` raises)."""
         return self.fold(journal).state
 
-    def fold(self, journal: Path, *, lean: bool = False) -> Fold:
+    def fold(self, journal: Path, *, lean: bool = False, edges: bool = False) -> Fold:
         """A live fold of the journal's committed lines: from its checkpoint when one checks out, else from line 1.
 
         ``lean``: restored without the entries before the active context, which come back from the checkpoint
         when something asks for them (:class:`~tiny_agent.journal.state.Elder`): what writing the next turn needs.
+        ``edges`` (for writing the next turn): in the file the checkpoint was made from, with a tail too short to
+        renew it, the prefix is checked at its edges instead of hashed in full (the module's docstring).
         """
         where = self.path_for(journal)
         if where is None:
             return fold_file(journal)
         fd = open_regular(journal)
         try:
-            return self._fold(journal, where, fd, lean)
+            return self._fold(journal, where, fd, lean, edges)
         finally:
             os.close(fd)
 
@@ -184,11 +186,11 @@ class Checkpoints:
             return None
         return self.directory / CHECKPOINTS_DIR / (journal.stem + SUFFIX) if inside else None
 
-    def _fold(self, journal: Path, where: Path, fd: int, lean: bool) -> Fold:
+    def _fold(self, journal: Path, where: Path, fd: int, lean: bool, edges: bool) -> Fold:
         size = os.fstat(fd).st_size
         with collector_paused():
-            # Lean, a tail too short to renew the checkpoint needs no digest of the prefix (see the module's docstring).
-            start = self._resume(journal, where, fd, size, lean, self.threshold if lean else 0)
+            # A tail too short to renew the checkpoint needs no digest of the prefix to extend.
+            start = self._resume(journal, where, fd, size, lean, self.threshold if edges else 0)
             if start is None:
                 fold = Fold()
                 offset = 0
@@ -203,9 +205,9 @@ class Checkpoints:
 
     # -- using a checkpoint ----------------------------------------------------------------
 
-    def _resume(self, journal: Path, where: Path, fd: int, size: int, lean: bool = False, short_tail: int = 0) -> Resumed | None:
+    def _resume(self, journal: Path, where: Path, fd: int, size: int, lean: bool = False, edges_below: int = 0) -> Resumed | None:
         try:
-            return _resumed(where, fd, size, lean, short_tail)
+            return _resumed(where, fd, size, lean, edges_below)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -252,11 +254,11 @@ class Resumed(msgspec.Struct):
     """SHA-256 over the journal's first ``offset`` bytes, to extend over the tail (None: the prefix was not hashed)."""
 
 
-def _resumed(where: Path, fd: int, size: int, lean: bool, short_tail: int = 0) -> Resumed:
+def _resumed(where: Path, fd: int, size: int, lean: bool, edges_below: int = 0) -> Resumed:
     """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError.
 
-    ``lean`` with a tail shorter than ``short_tail``: in the file the checkpoint was made from, the prefix's edges
-    stand for the prefix (no digest then); else it is hashed in full.
+    A tail shorter than ``edges_below``, in the file the checkpoint was made from: the prefix's edges stand for the
+    prefix (no digest then); else it is hashed in full.
     """
     with _open_checkpoint(where) as checkpoint:
         from tiny_agent.fold.snapshot import SNAPSHOT_FORMAT, SnapshotInvalid, SnapshotReader, restore
@@ -270,7 +272,7 @@ def _resumed(where: Path, fd: int, size: int, lean: bool, short_tail: int = 0) -
         if key.chain is not None and not _next_seal_carries(fd, key.length, size, key.chain):
             raise Unusable("does not match the journal (the next line's seal carries another chain)")
         changed = Unusable(f"does not match the journal (its first {key.length} bytes changed)")
-        if lean and size - key.length < short_tail and key.file == _file_of(fd):
+        if size - key.length < edges_below and key.file == _file_of(fd):
             if _edges(fd, key.length) != key.edges:
                 raise changed
             hashing = None

@@ -98,7 +98,7 @@ class FileStore:
         from tiny_agent.stores.journal import JournalWriter
 
         path = _path_of(session)
-        folder = functools.partial(self.checkpoints(note).fold, lean=True) if note is not None else None
+        folder = functools.partial(self.checkpoints(note).fold, lean=True, edges=True) if note is not None else None
         return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
 
     def fold(self, session: Session, note: Note, *, lean: bool = False) -> Fold:

@@ -1,8 +1,6 @@
 """What a model request depends on: the configuration, its snapshot (session-v2 §13.1) and digest.
 
-The snapshot leaves out secrets, the working directory, clocks, replay
-declarations and the environment identity, so that two requests made under
-the same settings digest the same on any machine.
+The snapshot leaves out secrets, paths, clocks and replay declarations: the same settings digest the same anywhere.
 """
 
 from __future__ import annotations
@@ -21,21 +19,8 @@ ADAPTER_IDENTITY: Final = "chat-completions:v1"
 
 
 class Configuration(msgspec.Struct, frozen=True):
-    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest.
-
-    ``adapter_identity`` names the wire API and the quirk adapters (with their
-    versions), ``routing_identity`` the profile, base URL and model, and
-    ``output_options`` what shapes the answer (the token limit and tool
-    choice; the compaction's summary prompt).  ``request_options`` spells
-    out the options chosen (with ``stream``) for resume to reuse; they are
-    not digested: whether a response is streamed changes how the bytes
-    arrive, not what they say, so a crashed streamed attempt can be
-    retried without streaming.
-
-    ``system_prompt`` is the user's (``--system``); the project
-    instructions follow it in the prompt sent (:attr:`prompt`) and are
-    digested file by file in the snapshot's ``instructions``.
-    """
+    """Everything a model request depends on, minus secrets: the source of the snapshot and its digest
+    (docs/agent.md, *Configuration snapshot and digest*, says what each member holds and what is not digested)."""
 
     model: str
     system_prompt: str

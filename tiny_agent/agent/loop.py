@@ -1,20 +1,8 @@
 """The agent loop: drive a session until it is idle, by asking the planner and doing what it says.
 
-A live run and a recovery are the same loop.  ``run`` commits
-``[user entry, runStarted]`` and drives; ``resume`` just drives.  Each turn
-asks :func:`tiny_agent.agent.recovery.plan_recovery` for the next action on the
-current state, materializes it with the builders of
-:mod:`tiny_agent.agent.transactions`, and commits.  So a session interrupted anywhere
-is continued by exactly the code that would have continued it live, and a
-response already on record is settled from the journal, never requested
-twice.  Even live, a response is settled through the planner's
-``settleFromRaw``: it is journaled raw first, then settled from that record.
-
-Ctrl-C (or SIGTERM) first commits ``abortRequested`` (from the signal handler,
-which cannot interrupt a commit: commits hold the signals off), then cancels
-whatever was in flight; the loop then reconciles the session as the planner
-directs and finishes it ``aborted``.  The whole loop body is covered, so an
-interrupt during planning is reconciled too.
+A live run and a recovery are the same loop (docs/agent.md): each turn asks
+:func:`tiny_agent.agent.recovery.plan_recovery` for the next action, builds it with
+:mod:`tiny_agent.agent.transactions` and commits, so a response on record is never requested twice.
 """
 
 from __future__ import annotations
@@ -24,7 +12,6 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from types import FrameType
 from typing import Final, Literal
 
@@ -58,8 +45,8 @@ from tiny_agent.journal.facts import CUT_BY_PEER, Fact, RawFact, RawResponse
 from tiny_agent.journal.secrets import redact_bytes
 from tiny_agent.journal.state import (
     CompactionOperation,
-    ConfigurationSnapshot,
     IdleOperation,
+    LatestAttempt,
     RunOperation,
     SessionState,
     ToolCallState,
@@ -107,7 +94,7 @@ class Driver:
     ) -> None:
         self.writer = writer
         self.runtime = runtime
-        runtime.attach(lambda facts: self._commit(facts, "mcp"), writer.state)
+        runtime.attach(lambda facts: self.writer.commit(facts, "mcp"), writer.state)
         self.report = report or (lambda line: None)
         self.verbose = verbose
         """Progress lines name steps, entries and responses by id (else by their number in the run)."""
@@ -125,8 +112,8 @@ class Driver:
         self._cut_off = False
         self._step_limit = False
         self._unreachable = False
-        step = getattr(writer.state.operation, "step", UNSET)
-        self._attempts_before = {step.stepId: step.attempt} if step is not UNSET and step.status == "attempting" else {}
+        step = _open_step(writer.state)
+        self._attempts_before = {step.stepId: step.attempt} if step is not None and step.status == "attempting" else {}
         """Attempts an open step had before this process: each run or resume makes up to ``--retries`` + 1 more."""
 
     @property
@@ -147,12 +134,12 @@ class Driver:
             compacted = self.compact()
             if compacted.status not in ("completed", "idle"):
                 return compacted
-        result = self._phase_loop(lambda: self._commit(transactions.begin_run(prompt), "run-started"))
+        result = self._phase_loop(transactions.begin_run(prompt), "run-started")
         return self._continue(result)
 
     def drive(self) -> DriveResult:
         """Finish whatever is open (a crash's leftovers), and a continuation that was due."""
-        return self._continue(self._phase_loop(None))
+        return self._continue(self._phase_loop())
 
     def compact(self) -> DriveResult:
         """Compact the idle session: all but a kept tail (``--keep-tokens``) summarised, in pieces when it does
@@ -171,7 +158,7 @@ class Driver:
             self.report(compaction.describe_piece(state, end, final))
             cut, piece = compaction.Cut.at(transactions.message_ids(state), end), done + 1 if done or end < final else None
             started = transactions.begin_compaction(state, cut, piece)
-            result = self._phase_loop(partial(self._commit, started, "compaction-started"))
+            result = self._phase_loop(started, "compaction-started")
             if result.status == "completed" and end == final:
                 return result
             done += result.status == "completed"
@@ -183,10 +170,6 @@ class Driver:
                     return result
                 relearnt = True
                 self.report(f"the summary request did not fit {sizing.describe()}: compacting again in pieces that do")
-
-    def abort(self) -> None:
-        """Durably request an abort of the open operation (for ``resume --abort``)."""
-        self._request_abort()
 
     # -- the loop ------------------------------------------------------------------
 
@@ -205,7 +188,7 @@ class Driver:
             if compacted.status != "completed":
                 return result if compacted.status == "idle" else compacted
             self.report("continuing the task in a new run after the compaction")
-            result = self._phase_loop(lambda: self._commit(transactions.begin_run(compaction.CONTINUE_PROMPT), "run-started"))
+            result = self._phase_loop(transactions.begin_run(compaction.CONTINUE_PROMPT), "run-started")
         return result
 
     def _compact_unless_done(self, due: str) -> DriveResult:
@@ -221,20 +204,17 @@ class Driver:
             self.report(f"compacting: {self.runtime.fullness(state)}")
         return self.compact()
 
-    def _phase_loop(self, first: Callable[[], object] | None) -> DriveResult:
-        """One operation (with what ``first`` commits to start it) driven to idle, with a fresh outcome."""
+    def _phase_loop(self, first: list[Fact] | None = None, label: str = "") -> DriveResult:
+        """One operation (with ``first``, the transaction that starts it) driven to idle, with a fresh outcome."""
         self._final = None
         self._failure = None
         self._last_outcome = None
         self._cut_off = self._step_limit = self._unreachable = False
-        return self._loop(first)
-
-    def _loop(self, first: Callable[[], object] | None) -> DriveResult:
         actions = 0
         with self._signals_handled():
             if first is not None:
                 try:
-                    first()
+                    self.writer.commit(first, label)
                 except KeyboardInterrupt:
                     self._after_interrupt()
             while True:
@@ -264,8 +244,8 @@ class Driver:
 
     def _max_attempts(self) -> int:
         """The attempts the open step may have by the end of this drive (within the journal's limit)."""
-        step = getattr(self.state.operation, "step", UNSET)
-        before = 0 if step is UNSET else self._attempts_before.get(step.stepId, 0)
+        step = _open_step(self.state)
+        before = 0 if step is None else self._attempts_before.get(step.stepId, 0)
         return min(self.runtime.policy.max_attempts + before, PROFILES[self.state.version].max_attempt)
 
     def _blocked_reason(self, plan: Blocked) -> str:
@@ -289,7 +269,7 @@ class Driver:
                 self._append_synthetic(plan)
             case CloseAttempt():
                 error, why = plan.error, " (SIGTERM)" if self.stopped_by == "terminate" else ""
-                self._commit(transactions.fail_step(self.state, error.code, error.message + why, None), "step-failed")
+                self.writer.commit(transactions.fail_step(self.state, error.code, error.message + why, None), "step-failed")
             case Finish():
                 self._finish(plan)
             case Blocked():
@@ -306,7 +286,7 @@ class Driver:
             context_through=plan.contextThroughEntryId,
             step_id=None if plan.stepId is UNSET else plan.stepId,
         )
-        self._commit(facts, "step-attempt")
+        self.writer.commit(facts, "step-attempt")
         self._phase = ("model", None)
         request = self.runtime.request(self.state)
         request = msgspec.structs.replace(request, body=redact_bytes(request.body)[0])  # what goes back to a model
@@ -340,7 +320,7 @@ class Driver:
             self._failure = f"the provider could not be reached in {attempt} attempts ({message})"
         else:
             self._failure = message
-            self._commit(transactions.fail_step(self.state, f"provider_{error.kind}", message, None), "step-failed")
+            self.writer.commit(transactions.fail_step(self.state, f"provider_{error.kind}", message, None), "step-failed")
 
     def _note_retryable(self, received: Received, attempt: int) -> None:
         status, cut = received.status, (received.incomplete or "").startswith(CUT_BY_PEER)
@@ -371,7 +351,7 @@ class Driver:
         raw = raw_response(
             received.status, received.content_type, received.body(), received.incomplete, received.content_encoding
         )
-        stamped = self._commit(transactions.raw_response(self.state, raw), "raw")
+        stamped = self.writer.commit(transactions.raw_response(self.state, raw), "raw")
         fact = stamped[0]
         if not isinstance(fact, RawFact):
             raise AssertionError("a raw transaction starts with its raw fact")
@@ -383,36 +363,34 @@ class Driver:
         if isinstance(self.state.operation, CompactionOperation):
             self._settle_summary(raw)
             return
-        decided = settlement(raw, self._attempt_snapshot().adapterIdentity)
+        decided = settlement(raw, self._adapter_identity())
         if decided.failure is not None:
             self._failure = decided.failure[1] + self._exhausted(raw)
         facts, label = transactions.settle(self.state, decided)
-        self._commit(facts, label)
+        self.writer.commit(facts, label)
         self.runtime.sizing.settled(decided.usage if label == "settle" else None, decided.failure)
 
     def _settle_summary(self, raw: RawResponse) -> None:
         """A compaction's summary becomes the compaction entry, with the retained tail; anything else fails its step."""
-        decided = summary_settlement(raw, self._attempt_snapshot().adapterIdentity)
+        decided = summary_settlement(raw, self._adapter_identity())
         if decided.summary is None:
             code, reason = decided.failure or ("bad_summary", "no summary")
             self._failure = f"the compaction failed: {reason}"
-            self._commit(transactions.fail_step(self.state, code, reason, decided.usage), "step-failed")
+            self.writer.commit(transactions.fail_step(self.state, code, reason, decided.usage), "step-failed")
             self.runtime.sizing.settled(None, decided.failure)
             return
-        self._commit(transactions.settle_compaction(self.state, decided.summary, decided.usage), "compaction")
+        self.writer.commit(transactions.settle_compaction(self.state, decided.summary, decided.usage), "compaction")
 
     def _exhausted(self, raw: RawResponse) -> str:
         """Say so when a "try again later" answer fails the step because no attempt is left."""
-        operation, cut = self.state.operation, raw.incomplete is not UNSET and raw.incomplete.startswith(CUT_BY_PEER)
-        if not (cut or raw.status in RETRYABLE_STATUSES) or isinstance(operation, IdleOperation) or operation.step is UNSET:
+        step, cut = _open_step(self.state), raw.incomplete is not UNSET and raw.incomplete.startswith(CUT_BY_PEER)
+        if not (cut or raw.status in RETRYABLE_STATUSES) or step is None:
             return ""
-        return f" (attempts exhausted: {operation.step.attempt} of {self._max_attempts()})"
+        return f" (attempts exhausted: {step.attempt} of {self._max_attempts()})"
 
-    def _attempt_snapshot(self) -> ConfigurationSnapshot:
-        operation = self.state.operation
-        if isinstance(operation, IdleOperation) or operation.step is UNSET:
-            raise AssertionError("settling needs an open attempt")
-        return operation.step.configurationSnapshot
+    def _adapter_identity(self) -> str:
+        """The open attempt's: a stored response is re-derived the way it was first derived."""
+        return transactions.open_step(self.state).configurationSnapshot.adapterIdentity
 
     def _stored_raw(self, raw_id: str) -> RawResponse:
         if self._last_raw is not None and self._last_raw[0] == raw_id:
@@ -423,20 +401,16 @@ class Driver:
         return stored.raw
 
     def _start_tool(self, plan: StartTool) -> None:
-        if plan.mode == "replay":
-            started = self._started(_required(plan.toolStartedId))
-        else:
-            started_or_none = self._announce_tool(plan)
-            if started_or_none is None:
-                return
-            started = started_or_none
+        started = self._started(_required(plan.toolStartedId)) if plan.mode == "replay" else self._announce_tool(plan)
+        if started is None:
+            return
         self._phase = ("tool", started.toolCallId)
         failpoints.maybe_crash(f"before-tool:{started.toolName}")
         outcome = self.runtime.toolbox.execute(started.toolName, started.arguments, started.toolStartedId)
         failpoints.maybe_crash(f"after-tool:{started.toolName}")
         if not outcome.ok:
             self.report(f"  {started.toolName} (call {started.toolIndex}): {outcome.content.partition(chr(10))[0]}")
-        self._commit(transactions.tool_result(started, outcome.content, outcome.ok), "tool-result")
+        self.writer.commit(transactions.tool_result(started, outcome.content, outcome.ok), "tool-result")
 
     def _announce_tool(self, plan: StartTool) -> ToolCallState | None:
         """Commit ``toolStarted`` for a call about to run; None (and a synthetic answer) when its arguments do not fit."""
@@ -446,7 +420,7 @@ class Driver:
             answer = transactions.pre_execution_result(
                 self.state, assistant_entry_id=plan.assistantEntryId, tool_index=plan.toolIndex, reason="invalidArguments"
             )
-            self._commit([answer], "synthetic")
+            self.writer.commit([answer], "synthetic")
             return None
         declaration = self.runtime.configuration.declaration(plan.toolName)
         if declaration is None:
@@ -459,30 +433,27 @@ class Driver:
             declaration=declaration,
             environment=self.runtime.configuration.environment_identity,
         )
-        self._commit(facts, "tool-started")
+        self.writer.commit(facts, "tool-started")
         return self._started(facts[0].id)
 
     def _started(self, tool_started_id: str) -> ToolCallState:
         operation = self.state.operation
-        if type(operation) is RunOperation:
-            for started in operation.toolCalls:
-                if started.toolStartedId == tool_started_id:
-                    return started
+        calls = operation.toolCalls if type(operation) is RunOperation else []
+        found = next((started for started in calls if started.toolStartedId == tool_started_id), None)
+        if found is not None:
+            return found
         raise RuntimeError(f"toolStarted {tool_started_id} is not in the open run")
 
     def _append_synthetic(self, plan: AppendSynthetic) -> None:
-        state = self.state
-        facts: list[Fact] = []
-        for result in plan.results:
-            if result.reason == "interrupted":
-                facts.append(transactions.interrupted_result(self._started(_required(result.toolStartedId))))
-            else:
-                facts.append(
-                    transactions.pre_execution_result(
-                        state, assistant_entry_id=result.assistantEntryId, tool_index=result.toolIndex, reason=result.reason
-                    )
-                )
-        self._commit(facts, "synthetic")
+        facts: list[Fact] = [
+            transactions.interrupted_result(self._started(_required(result.toolStartedId)))
+            if result.reason == "interrupted"
+            else transactions.pre_execution_result(
+                self.state, assistant_entry_id=result.assistantEntryId, tool_index=result.toolIndex, reason=result.reason
+            )
+            for result in plan.results
+        ]
+        self.writer.commit(facts, "synthetic")
 
     def _finish(self, plan: Finish) -> None:
         state, error = self.state, None if plan.error is UNSET else plan.error
@@ -502,16 +473,14 @@ class Driver:
             final_entry_id=None if plan.finalEntryId is UNSET else plan.finalEntryId,
             error=None if error is None else (error.code, error.message),
         )
-        self._commit(facts, "finish")
+        self.writer.commit(facts, "finish")
         self._last_outcome = plan.outcome
 
     # -- interruption ------------------------------------------------------------
 
     @contextmanager
     def _signals_handled(self) -> Iterator[None]:
-        previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        previous = {number: signal.signal(number, self._on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
@@ -526,31 +495,25 @@ class Driver:
         display = self.runtime.display
         if display is not None:
             display.interrupted()  # the notice starts a line of its own, not after the streamed text (and the ^C)
-        self._request_abort()
+        self.abort()
         raise KeyboardInterrupt
 
-    def _request_abort(self) -> None:
+    def abort(self) -> None:
+        """Durably request an abort of the open operation (``resume --abort``, or a signal) before cancelling."""
         operation = self.state.operation
-        if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
+        if isinstance(operation, IdleOperation) or operation.abortRequested:
             return
-        if operation.abortRequested:
-            return
-        phase, call_id = self._phase
-        if type(operation) is CompactionOperation:
-            phase, call_id = "compact", None
-        self._commit(transactions.request_abort(self.state, phase, call_id), "abort")
+        phase, call_id = ("compact", None) if type(operation) is CompactionOperation else self._phase
+        self.writer.commit(transactions.request_abort(self.state, phase, call_id), "abort")
         self.report("abort requested: recorded before cancelling what was in flight")
 
     def _after_interrupt(self) -> None:
         if self.stopped_by is None:
             self.stopped_by = "interrupt"
         self._reconciling = True
-        self._request_abort()
+        self.abort()
 
     # -- bookkeeping -------------------------------------------------------------
-
-    def _commit(self, facts: list[Fact], label: str) -> list[Fact]:
-        return self.writer.commit(facts, label)
 
     def _idle_result(self, actions: int) -> DriveResult:
         outcome = self._last_outcome
@@ -573,9 +536,14 @@ INCOMPLETE: Final = {"interrupt": "interrupted by the user", "terminate": "termi
 
 def _settled_message(state: SessionState) -> AssistantMessage | None:
     """The assistant message that settled the open run's newest step."""
-    step = getattr(state.operation, "step", UNSET)
-    entry = None if step is UNSET or step.settledEntryId is UNSET else state.entries.get(step.settledEntryId)
+    step = _open_step(state)
+    entry = None if step is None or step.settledEntryId is UNSET else state.entries.get(step.settledEntryId)
     return entry.message if entry is not None and type(entry.message) is AssistantMessage else None
+
+
+def _open_step(state: SessionState) -> LatestAttempt | None:
+    step = getattr(state.operation, "step", UNSET)
+    return None if step is UNSET else step
 
 
 def _required(value: str | msgspec.UnsetType) -> str:

@@ -41,14 +41,8 @@ BlockedReason = Literal["configuration_changed", "environment_changed", "replay_
 
 
 class CurrentConfiguration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What the caller would use now: the planner's ``current`` input.
-
-    ``maxAttempts`` and ``maxSteps`` are this implementation's additions (the
-    conformance fixtures leave them out, and get session-v2's behaviour): how
-    many attempts a step may take, transport retries included (never more
-    than the journal's version allows), and how many model steps a run may
-    take before it is stopped.
-    """
+    """What the caller would use now: the planner's ``current`` input.  ``maxAttempts`` (per step, transport retries
+    included, within the journal's limit) and ``maxSteps`` (per run) are ours: the fixtures omit them (session-v2's)."""
 
     configurationDigest: str
     environmentIdentity: str
@@ -165,13 +159,9 @@ def _first_step(operation: RunOperation | CompactionOperation) -> StartStep:
 
 
 def _open_attempt(state: SessionState, step: LatestAttempt, current: CurrentConfiguration) -> Plan:
-    """An attempt is open: settle its response, retry it, or say why neither is safe.
-
-    A response on record is settled from the journal, never asked for again --
-    unless it says "try again later" (429, 5xx) or was cut off by the connection,
-    and attempts remain: then the next attempt is the retry the live loop would have made.
-    """
-    limit = _attempt_limit(state, current)
+    """An attempt is open: settle its response on record (unless it says "try again later" or was cut off, and
+    attempts remain: then retry, as the live loop would), retry it, or say why neither is safe."""
+    limit = max(1, min(current.maxAttempts, PROFILES[state.version].max_attempt))
     same_configuration = step.configurationDigest == current.configurationDigest
     if step.rawId is not UNSET:
         retryable = step.rawCut is True or (step.rawStatus is not UNSET and step.rawStatus in RETRYABLE_STATUSES)
@@ -189,11 +179,6 @@ def _retry(step: LatestAttempt) -> StartStep:
     return StartStep(
         stepKind=step.stepKind, attempt=step.attempt + 1, stepId=step.stepId, contextThroughEntryId=step.contextThroughEntryId
     )
-
-
-def _attempt_limit(state: SessionState, current: CurrentConfiguration) -> int:
-    journal_limit = PROFILES[state.version].max_attempt
-    return max(1, min(current.maxAttempts, journal_limit))
 
 
 def _plan_abort(state: SessionState, operation: RunOperation | CompactionOperation, step: LatestAttempt | UnsetType) -> Plan:
@@ -282,13 +267,8 @@ def _pending_call(started: ToolCallState, current: CurrentConfiguration) -> Plan
 
 
 def _parse_arguments(text: str) -> dict[str, Any] | None:
-    """The argument text as a JSON object, or None (then the call is answered ``invalidArguments``).
-
-    Rule 9.2 leaves the parser to the implementation; this one is the
-    journal's own strict profile, so arguments that the journal could not
-    hold (a lone surrogate, a duplicated key read last-wins) are refused here,
-    before a ``toolStarted`` record would have to carry them.
-    """
+    """The argument text as a JSON object, or None (answered ``invalidArguments``): parsed by the journal's strict
+    profile (rule 9.2 leaves it open), so what a ``toolStarted`` could not hold is refused before it."""
     try:
         value = LineDecoder().decode(text.encode("utf-8"))
     except (ProfileViolation, UnicodeEncodeError):
@@ -385,12 +365,8 @@ def remedy(reason: str) -> str:
 
 
 def describe_block(reason: str, differences: Sequence[Difference] = ()) -> str:
-    """``<reason>: why; what to do`` — one line for a blocked recovery.
-
-    With ``differences`` (a changed configuration), the line names each
-    field that differs, the recorded and the current value side by side, and
-    the flags that restore them.
-    """
+    """``<reason>: why; what to do`` — one line for a blocked recovery; with ``differences``, each field that differs
+    (recorded → current) and the flags that restore them."""
     if reason == "configuration_changed" and differences:
         changed = "; ".join(f"{item.field} {item.recorded} → now {item.current}" for item in differences)
         flags = ", ".join(dict.fromkeys(item.restore for item in differences if item.restore))
@@ -412,9 +388,7 @@ class Difference(msgspec.Struct, frozen=True):
 
 def configuration_differences(recorded: ConfigurationSnapshot, current: ConfigurationSnapshot) -> list[Difference]:
     """Which snapshot fields differ, in words people can act on (pure; nothing is secret in a snapshot)."""
-    found: list[Difference] = []
-    if recorded.model != current.model:
-        found.append(Difference("model", recorded.model, current.model, f"--model {recorded.model}"))
+    found = _changed(("model", recorded.model, current.model, f"--model {recorded.model}"))
     found.extend(_routing_differences(recorded.routingIdentity, current.routingIdentity))
     found.extend(_adapter_differences(recorded.adapterIdentity, current.adapterIdentity))
     if recorded.systemPromptDigest != current.systemPromptDigest:
@@ -448,35 +422,30 @@ def _option_differences(recorded: ConfigurationSnapshot, current: ConfigurationS
     ]
 
 
+def _changed(*fields: tuple[str, str, str, str]) -> list[Difference]:
+    """A difference for each ``(field, recorded, current, restore)`` whose values differ."""
+    return [Difference(*field) for field in fields if field[1] != field[2]]
+
+
 def _routing_differences(recorded: str, current: str) -> list[Difference]:
-    if recorded == current:
-        return []
-    old = parse_routing_identity(recorded)
-    new = parse_routing_identity(current)
+    old, new = parse_routing_identity(recorded), parse_routing_identity(current)
     if old is None or new is None:
-        return [Difference("endpoint", recorded, current, "")]
-    found = []
-    if old.profile != new.profile:
-        found.append(Difference("provider", old.profile, new.profile, f"--provider {old.profile}"))
-    if old.base_url != new.base_url:
-        found.append(Difference("base URL", old.base_url, new.base_url, f"--base-url {old.base_url}"))
-    return found
+        return _changed(("endpoint", recorded, current, ""))
+    return _changed(
+        ("provider", old.profile, new.profile, f"--provider {old.profile}"),
+        ("base URL", old.base_url, new.base_url, f"--base-url {old.base_url}"),
+    )
 
 
 def _adapter_differences(recorded: str, current: str) -> list[Difference]:
     if recorded == current:
         return []
-    old = parse_adapter_identity(recorded)
-    new = parse_adapter_identity(current)
-    found = []
-    if old.api != new.api:
-        found.append(Difference("API", old.api, new.api, f"--api {old.api}"))
-    if old.adapters != new.adapters:
-        found.append(Difference("adapters", ",".join(old.adapters) or "none", ",".join(new.adapters) or "none",
-                                "the provider the session used"))
-    if not found:
-        found.append(Difference("adapter identity", recorded, current, ""))
-    return found
+    old, new = parse_adapter_identity(recorded), parse_adapter_identity(current)
+    found = _changed(
+        ("API", old.api, new.api, f"--api {old.api}"),
+        ("adapters", ",".join(old.adapters) or "none", ",".join(new.adapters) or "none", "the provider the session used"),
+    )
+    return found or [Difference("adapter identity", recorded, current)]
 
 
 def _tool_differences(recorded: ConfigurationSnapshot, current: ConfigurationSnapshot) -> list[Difference]:

@@ -1,18 +1,7 @@
-"""How a provider response settles its model attempt: an assistant entry, or a failed step.
+"""How a provider response settles its model attempt: an assistant entry, or a failed step (docs/agent.md).
 
-One pipeline, run the same way live, on resume (settling from a stored
-``raw`` fact) and in audit's re-derivation, so the three can never disagree:
-
-    raw body ─▶ (an event stream? reassemble it into one body) ─▶ the API's
-    decoding ─▶ the quirk adapters the attempt recorded (Chat Completions) ─▶
-    the API's seam ─▶ the settling rules below
-
-What to run is read from the attempt's configuration snapshot
-(``adapterIdentity`` names the wire API and the adapters with their versions),
-never from today's configuration: a stored response is always re-derived the
-way it was first derived.
-
-Pure: no I/O.
+One pipeline (``wire.registry.derive``, then the rules below), the same live, on resume and in audit, read from the
+attempt's recorded ``adapterIdentity``, never today's configuration (docs/architecture.md, step 4).  Pure.
 """
 
 from __future__ import annotations
@@ -44,14 +33,8 @@ class Settlement(msgspec.Struct, frozen=True):
 
 
 def settlement(raw: RawResponse, adapter_identity: str) -> Settlement:
-    """Decide how a response settles its attempt (the same live, on resume, and in audit's drift check).
-
-    An HTTP error, a body that ended early and a response the seam rejects fail
-    the step, keeping whatever usage the provider reported.  Anything else
-    becomes the assistant entry -- an empty answer and a ``length`` answer
-    without calls too: the transcript keeps what the model wrote, and the run
-    then ends failed (session-v2 §9.7, §18 P5), the answer shown as such.
-    """
+    """Decide how a response settles its attempt (docs/agent.md, *Settling a response*): an empty or cut-off
+    answer is still the assistant entry (the run then ends failed, session-v2 §9.7, §18 P5)."""
     return settle_derived(raw, derive(raw, adapter_identity))
 
 
@@ -80,10 +63,8 @@ ERROR_BODY_SHOWN = 160
 
 
 def _error_detail(body: str, outcome: Outcome) -> str:
-    """What an HTTP error said: the seam's reading of a JSON body, else the start of the body itself.
-
-    A proxy's "Service Unavailable" or HTML page says more than "not JSON" would.
-    """
+    """What an HTTP error said: the seam's reading of a JSON body, else the start of the body (a proxy's page says
+    more than "not JSON" would)."""
     try:
         msgspec.json.decode(body)
     except msgspec.DecodeError:

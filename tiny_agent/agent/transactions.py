@@ -1,12 +1,7 @@
 """The transactions a session commits, as fact builders: what each step of a run writes, and nothing else.
 
-The live loop and crash recovery both drive a session by asking the planner
-for the next action and committing what that action produces; these
-functions are that production, so a settle written live and one written by
-``resume`` from a stored response are the same transaction.
-
-Pure but for identifiers: each builder takes the reduced state it continues
-from and returns facts ready for ``JournalWriter.commit``.
+The live loop and ``resume`` commit what these build, so a settle written live and one written from a stored
+response are the same transaction.  Pure but for identifiers: state in, facts for ``JournalWriter.commit`` out.
 """
 
 from __future__ import annotations
@@ -86,7 +81,7 @@ def _operation_kind(state: SessionState) -> OperationKind:
     return "run" if type(_open_operation(state)) is RunOperation else "compaction"
 
 
-def _step(state: SessionState) -> LatestAttempt:
+def open_step(state: SessionState) -> LatestAttempt:
     step = _open_operation(state).step
     if step is UNSET:
         raise ValueError("no step is open")
@@ -137,25 +132,15 @@ def step_attempt(
 
 def raw_response(state: SessionState, raw: RawResponse) -> list[Fact]:
     """The provider's answer to the open attempt, as received: its own transaction, before any parsing."""
-    step = _step(state)
+    step = open_step(state)
     return [RawFact(id="", operationId=step.operationId, attemptId=step.attemptId, raw=raw)]
 
 
 def settle_assistant(state: SessionState, message: AssistantMessage, stop_reason: StopReason, usage: Usage | None) -> list[Fact]:
     """``[assistant entry, usage?]``: no usage fact when the response reported none (not reported is not zero)."""
-    step = _step(state)
-    return [
-        EntryFact(
-            id=uuid7(),
-            entry=AssistantEntry(
-                stepId=step.stepId,
-                attemptId=step.attemptId,
-                stopReason=stop_reason,
-                message=message,
-            ),
-        ),
-        *_usage(step, usage),
-    ]
+    step = open_step(state)
+    entry = AssistantEntry(stepId=step.stepId, attemptId=step.attemptId, stopReason=stop_reason, message=message)
+    return [EntryFact(id=uuid7(), entry=entry), *_usage(step, usage)]
 
 
 def _usage(step: LatestAttempt, usage: Usage | None) -> list[Fact]:
@@ -184,7 +169,7 @@ def fail_step(state: SessionState, code: str, message: str, usage: Usage | None)
     overflow = usage_overflow(state, usage)
     if overflow is not None:
         code, message, usage = USAGE_OVERFLOW, overflow, None
-    step = _step(state)
+    step = open_step(state)
     facts: list[Fact] = [
         RecordFact(
             id="",
@@ -222,7 +207,7 @@ def tool_started(
     environment: str,
 ) -> list[Fact]:
     """Announce a tool before its effect: after this commit, a crash leaves the call pending, not forgotten."""
-    step = _step(state)
+    step = open_step(state)
     _, call = _tool_call(state, assistant_entry_id, tool_index)
     return [
         RecordFact(
@@ -245,18 +230,7 @@ def tool_started(
 
 
 def tool_result(started: ToolCallState, content: str, ok: bool, usage: Usage | None = None) -> list[Fact]:
-    facts: list[Fact] = [
-        EntryFact(
-            id=started.resultEntryId,
-            entry=StartedToolResultEntry(
-                stepId=started.stepId,
-                toolStartedId=started.toolStartedId,
-                toolName=started.toolName,
-                message=ToolMessage(content=content, tool_call_id=started.toolCallId),
-                result=ToolResult(type="success" if ok else "error"),
-            ),
-        )
-    ]
+    facts: list[Fact] = [_started_result(started, content, ToolResult(type="success" if ok else "error"))]
     if usage is not None:
         facts.append(UsageFact(id="", operationId=started.operationId, toolStartedId=started.toolStartedId, usage=usage))
     return facts
@@ -264,14 +238,15 @@ def tool_result(started: ToolCallState, content: str, ok: bool, usage: Usage | N
 
 def interrupted_result(started: ToolCallState) -> EntryFact:
     """The answer for a started call whose outcome is unknown and which must not run again."""
+    return _started_result(started, SYNTHETIC_TEXTS["interrupted"], ToolResult(type="synthetic", reason="interrupted"))
+
+
+def _started_result(started: ToolCallState, content: str, result: ToolResult) -> EntryFact:
+    message = ToolMessage(content=content, tool_call_id=started.toolCallId)
     return EntryFact(
         id=started.resultEntryId,
         entry=StartedToolResultEntry(
-            stepId=started.stepId,
-            toolStartedId=started.toolStartedId,
-            toolName=started.toolName,
-            message=ToolMessage(content=SYNTHETIC_TEXTS["interrupted"], tool_call_id=started.toolCallId),
-            result=ToolResult(type="synthetic", reason="interrupted"),
+            stepId=started.stepId, toolStartedId=started.toolStartedId, toolName=started.toolName, message=message, result=result
         ),
     )
 
@@ -380,7 +355,7 @@ def settle_compaction(state: SessionState, summary: str, usage: Usage | None) ->
         raise ValueError("no compaction is open")
     if usage_overflow(state, usage) is not None:
         return fail_step(state, USAGE_OVERFLOW, "", usage)
-    step = _step(state)
+    step = open_step(state)
     retained = [RetainedMessage(sourceEntryId=entry_id, message=_message_of(state, entry_id)) for entry_id in cut.retained]
     return [
         EntryFact(

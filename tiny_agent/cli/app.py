@@ -14,9 +14,9 @@ import typer
 import typer.core
 
 from tiny_agent import __version__
-from tiny_agent.cli.basics import die, exit_for, interrupted
+from tiny_agent.cli.basics import die, exit_for
 from tiny_agent.cli.declarations import COMMANDS, Arg, Command, Param, body_of, build, parameters
-from tiny_agent.errors import EXIT_OK, EXIT_USAGE
+from tiny_agent.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 HELP = (
     "An event-sourced session journal for LLM agents: run, replay, audit and resume sessions.\n\n"
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except typer.TyperException as error:
         die(f"USAGE: {error.format_message()} (see 'tiny-agent --help')", EXIT_USAGE)
     except (KeyboardInterrupt, typer.Abort):
-        interrupted()
+        die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
     except Exception as error:  # the last line of defence: never show a traceback
         exit_for(error)
     sys.exit(result if isinstance(result, int) else EXIT_OK)

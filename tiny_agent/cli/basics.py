@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
-from tiny_agent.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, CorruptionError, TinyAgentError, os_error
+from tiny_agent.errors import EXIT_INTERNAL, EXIT_OK, CorruptionError, TinyAgentError, os_error
 
 if TYPE_CHECKING:
     from tiny_agent.cli.declarations import Stored
@@ -165,10 +165,6 @@ def exit_for(error: Exception) -> NoReturn:
     if os.environ.get("TINY_AGENT_DEBUG"):
         raise error
     die(f"INTERNAL: {type(error).__name__}: {error} (a bug; set TINY_AGENT_DEBUG=1 for details)", EXIT_INTERNAL)
-
-
-def interrupted() -> NoReturn:
-    die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
 
 
 def die(message: str, exit_code: int) -> NoReturn:

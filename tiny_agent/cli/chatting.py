@@ -23,7 +23,8 @@ PROMPT: Final = "› "
 
 
 def chat(args: Chat) -> None:
-    session = _Chat(args.drive, Where(args.stored), start(args.drive, Where(args.stored), args.session, args.continue_))
+    where = Where(args.stored)  # one store for the whole chat
+    session = _Chat(args.drive, where, start(args.drive, where, args.session, args.continue_))
     progress(f"session {session.handle} · {session.endpoint.name} · {session.endpoint.model} · /help lists the commands")
     restore = _keep_output_on_interrupt()
     try:

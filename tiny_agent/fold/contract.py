@@ -200,12 +200,9 @@ def show(value: object) -> str:
     if type(value) is msgspec.Raw:
         # Only an integer literal too long for Python to convert is kept as Raw (json_profile).
         return f"an integer literal of {len(value)} characters"
-    text = msgspec.json.encode(value).decode() if _encodable(value) else repr(value)
+    encodable = value is None or type(value) in (str, int, float, bool, list, dict)
+    text = msgspec.json.encode(value).decode() if encodable else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _encodable(value: object) -> bool:
-    return value is None or type(value) in (str, int, float, bool, list, dict)
 
 
 # -- the checks: each raises the rule's own code ------------------------------------

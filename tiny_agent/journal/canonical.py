@@ -46,16 +46,12 @@ def _has_astral_member_name(value: Any) -> bool:
     return False
 
 
-def _utf16_key(name: str) -> bytes:
-    return name.encode("utf-16-be")
-
-
 def _canonical_exact(value: Any) -> str:
     match value:
         case msgspec.Struct():
             return _canonical_exact(msgspec.to_builtins(value))
         case dict():
-            members = sorted(value.items(), key=lambda item: _utf16_key(item[0]))
+            members = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
             inner = ",".join(_encode(name).decode() + ":" + _canonical_exact(member) for name, member in members)
             return "{" + inner + "}"
         case list():

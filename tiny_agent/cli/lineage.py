@@ -59,10 +59,8 @@ def export(args: Export) -> None:
     found = files.resolve(args.session)
     path = Path(found.name)
     target = Path(args.output) if args.output is not None else None
-    if target is not None and (target.exists() or target.is_symlink()):
-        raise UsageError(f"{target} already exists; export never overwrites a file (remove it, or name another)")
     if target is not None:
-        _refuse_a_second_copy_in_the_store(files, target)
+        _refuse_target(files, target)
 
     def write(chunks: Iterable[bytes]) -> None:
         if target is None:
@@ -82,18 +80,18 @@ def export(args: Export) -> None:
     progress(exported.omitted.describe(exported.lineage))
 
 
-def _refuse_a_second_copy_in_the_store(files: Store, target: Path) -> None:
-    """An export keeps the session's id: inside the sessions directory it would be a second journal of one session."""
+def _refuse_target(files: Store, target: Path) -> None:
+    """An export never overwrites a file, and keeps the session's id: in the sessions directory it would be a second
+    journal of one session."""
     from tiny_agent.stores.files.store import FileStore
 
-    if not isinstance(files, FileStore):
-        return
-    if target.absolute().parent.resolve() != files.directory.absolute().resolve():
-        return
-    raise UsageError(
-        f"{target} is in the sessions directory {files.directory}, where an export (same session id) would be a second "
-        "copy of the session; write it elsewhere, or use fork for a new session"
-    )
+    if target.exists() or target.is_symlink():
+        raise UsageError(f"{target} already exists; export never overwrites a file (remove it, or name another)")
+    if isinstance(files, FileStore) and target.absolute().parent.resolve() == files.directory.absolute().resolve():
+        raise UsageError(
+            f"{target} is in the sessions directory {files.directory}, where an export (same session id) would be a second "
+            "copy of the session; write it elsewhere, or use fork for a new session"
+        )
 
 
 def _made(path: Path, make: Callable[[], Done]) -> Done:

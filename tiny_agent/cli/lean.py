@@ -88,12 +88,8 @@ TOP_LEVEL: Final = ("--help", "-h", "--version", "--install-completion", "--show
 
 
 def with_command(words: list[str]) -> list[str]:
-    """``tiny-agent "PROMPT" [options]`` is ``tiny-agent run "PROMPT" [options]`` (so is ``tiny-agent -m M "PROMPT"``).
-
-    A line that names a command after other words (``--store URL sessions``), or whose first word reads
-    like a misspelt command (``sesions``), is a usage error, not a prompt sent to a model: such a prompt
-    is given with ``run``.
-    """
+    """``tiny-agent "PROMPT" [options]`` is ``tiny-agent run "PROMPT" [options]``; a command named after other words, or a
+    misspelt one, is a usage error rather than a prompt sent to a model (docs/cli.md)."""
     if not words or words[0] in COMMANDS or words[0] in TOP_LEVEL:
         return words
     named = next((word for word in words if word in COMMANDS), None)

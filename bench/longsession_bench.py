@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The next turn of a long compacted session against that of a small one, measured in one run.
 
-    python bench/longsession_bench.py [--sizes 1,100] [--repeat 3]
+    python bench/longsession_bench.py [--sizes 1,100] [--repeat 3] [--no-tail] [--baseline ROOT]
 
 For each size it takes a generated session (the shared generator, cached under bench/out/, sealed as
 v3 by bench/replay_bench.py), compacts it with ``tiny-agent compact`` against a loopback server
@@ -18,6 +18,10 @@ checkpoint, each in a fresh interpreter:
 - fold full: ``read_journal`` (every line folded);
 - fold lean: ``Checkpoints.fold(lean=True)``, what the commands that write the next turn do;
 - fold whole: ``Checkpoints.fold()``, what replay and audit do (the whole state restored).
+
+With ``--baseline ROOT`` the next turn is also timed with the ``tiny_agent`` of another checkout (before/after),
+in the same rounds, on a copy of each compacted session checkpointed by that code (a checkpoint made by other code
+is not read).
 
 It prints each size's figures and the ratios the targets name (issue 26).  Nothing here is a pass/fail test.
 """
@@ -100,8 +104,9 @@ def tiny_agent(server: LoopbackServer, *words: str, sessions: Path) -> list[str]
     return [sys.executable, "-c", COMMAND, *words, *base, "--sessions-dir", str(sessions)]
 
 
-def run(command: list[str], env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**CACHED, **(env or {}), "PEAK_RSS_FD": "2"})
+def run(command: list[str], env: dict[str, str] | None = None, root: Path = ROOT) -> None:
+    """Run a child in ``root``, so that it imports that checkout's ``tiny_agent``."""
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, env={**CACHED, **(env or {}), "PEAK_RSS_FD": "2"})
     if done.returncode != 0:
         raise SystemExit(f"{command[3:5]} failed ({done.returncode}): {done.stderr[-2000:]}")
 
@@ -125,18 +130,36 @@ def prepared(megabytes: int, server: LoopbackServer, reuse: bool) -> tuple[Path,
     return path, sessions
 
 
-def checkpoint(path: Path, sessions: Path) -> None:
-    run([sys.executable, "-m", "tiny_agent", "replay", str(path), "--sessions-dir", str(sessions)],
-        env={"TINY_AGENT_CHECKPOINT_BYTES": "0"})
+CHECKPOINT = r"""
+import sys
+from pathlib import Path
+from tiny_agent.stores.checkpoints import Checkpoints
+Checkpoints(Path(sys.argv[2]), threshold=0).fold(Path(sys.argv[1]))
+"""
+"""A whole fold that leaves a fresh checkpoint (``replay`` would also render a 1 GB transcript nobody reads)."""
 
 
-def next_turn(server: LoopbackServer, model: Model, path: Path, sessions: Path) -> dict[str, float]:
+def checkpoint(path: Path, sessions: Path, root: Path = ROOT) -> None:
+    run([sys.executable, "-c", CHECKPOINT, str(path), str(sessions)], root=root)
+
+
+def baseline_copy(megabytes: int, path: Path, root: Path) -> tuple[Path, Path]:
+    """A copy of the compacted session for the baseline's code, with that code's checkpoint."""
+    sessions = OUT / f"longsession-{megabytes}-baseline" / "sessions"
+    shutil.rmtree(sessions.parent, ignore_errors=True)
+    sessions.mkdir(parents=True)
+    shutil.copyfile(path, sessions / path.name)
+    checkpoint(sessions / path.name, sessions, root)
+    return sessions / path.name, sessions
+
+
+def next_turn(server: LoopbackServer, model: Model, path: Path, sessions: Path, root: Path = ROOT) -> dict[str, float]:
     command = tiny_agent(server, "run", "--session", str(path), "One more thing?", sessions=sessions)
     reading, writing = os.pipe()
     model.arrived = None
     start = time.perf_counter()
     with open(os.devnull, "wb") as sink:
-        child = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, cwd=ROOT, pass_fds=(writing,),
+        child = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, cwd=root, pass_fds=(writing,),
                                  env={**CACHED, "PEAK_RSS_FD": str(writing)})
         os.close(writing)
         stderr = child.stderr.read().decode() if child.stderr else ""
@@ -158,8 +181,8 @@ def fold_once(mode: str, path: Path, sessions: Path) -> dict[str, float]:
     return result
 
 
-def best_of(runs: dict[str, object], repeat: int) -> dict[str, dict[str, float]]:
-    best: dict[str, dict[str, float]] = {}
+def best_of(runs: dict[object, object], repeat: int) -> dict[object, dict[str, float]]:
+    best: dict[object, dict[str, float]] = {}
     for _ in range(repeat):
         for name, once in runs.items():
             result = once()  # type: ignore[operator]
@@ -176,18 +199,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--no-tail", action="store_true", help="the next turn only (no 1%% tail, no folds)")
     parser.add_argument("--reuse", action="store_true", help="reuse the compacted sessions of an earlier run")
+    parser.add_argument("--baseline", type=Path, help="also time the next turn with the tiny_agent of this checkout (before/after)")
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",")]
     model = Model()
     with LoopbackServer(model, validate=False) as server:
         sessions = {size: prepared(size, server, arguments.reuse) for size in sizes}
-        turns = best_of({size: (lambda size=size: next_turn(server, model, *sessions[size])) for size in sizes}, arguments.repeat)
-        base = turns[sizes[0]]["seconds"]
+        roots = {"": ROOT} if arguments.baseline is None else {"": ROOT, "baseline ": arguments.baseline.resolve()}
+        copies = {(size, label): sessions[size] if root == ROOT else baseline_copy(size, sessions[size][0], root)
+                  for size in sizes for label, root in roots.items()}
+        turns = best_of({(size, label): (lambda size=size, label=label, root=root: next_turn(server, model, *copies[size, label], root))
+                         for size in sizes for label, root in roots.items()}, arguments.repeat)
         for size in sizes:
             path, directory = sessions[size]
-            figures = {"MB": round(path.stat().st_size / 1e6, 1), "next turn s": round(turns[size]["seconds"], 3),
-                       f"next turn / {sizes[0]} MB": round(turns[size]["seconds"] / base, 2),
-                       "next turn peak RSS MB": round(turns[size]["rss"] / 1e6, 1)}
+            figures: dict[str, float] = {"MB": round(path.stat().st_size / 1e6, 1)}
+            for label in roots:
+                turn, base = turns[size, label], turns[sizes[0], label]["seconds"]
+                figures |= {f"{label}next turn s": round(turn["seconds"], 3),
+                            f"{label}next turn / {sizes[0]} MB": round(turn["seconds"] / base, 2),
+                            f"{label}next turn peak RSS MB": round(turn["rss"] / 1e6, 1)}
+            if arguments.baseline is not None:
+                figures["next turn / baseline"] = round(turns[size, ""]["seconds"] / turns[size, "baseline "]["seconds"], 3)
+            figures["load average"] = round(os.getloadavg()[0], 1)
             if arguments.no_tail:
                 print(json.dumps({"size": size, **figures}), flush=True)
                 continue

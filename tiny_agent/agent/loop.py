@@ -123,12 +123,8 @@ class Driver:
     # -- entry points -----------------------------------------------------------
 
     def run(self, prompt: str) -> DriveResult:
-        """Accept a prompt as a new run (durably), then drive it to the end.
-
-        Compacts first when the context with the prompt would outgrow the
-        model's window, and again -- ending the run and continuing in a new
-        one -- whenever it outgrows it during the run (docs/compaction.md).
-        """
+        """Accept a prompt as a new run (durably), then drive it to the end; compacts first, or between steps, when the
+        context outgrows the model's window (docs/compaction.md)."""
         if self.runtime.context_full(self.state, prompt):
             self.report(f"compacting first: {self.runtime.fullness(self.state, prompt)}")
             compacted = self.compact()
@@ -236,8 +232,10 @@ class Driver:
         current = self.runtime.current(state)
         plan = committable(plan_recovery(state, msgspec.structs.replace(current, maxAttempts=self._max_attempts())), state)
         if type(plan) is Blocked:
-            return DriveResult(status="blocked", reason=self._blocked_reason(plan), actions=actions)
-        if not self._settles_own_response(plan):
+            why = blocked_reason(plan, state, self.runtime.configuration_for(state))
+            return DriveResult(status="blocked", reason=why, actions=actions)
+        own = type(plan) is SettleFromRaw and self._last_raw is not None and self._last_raw[0] == plan.rawId
+        if not own:  # settling the response this process just received is routine, not a recovery worth a line
             self.report(explain(plan, state, verbose=self.verbose))
         self._act(plan)
         return None
@@ -247,13 +245,6 @@ class Driver:
         step = _open_step(self.state)
         before = 0 if step is None else self._attempts_before.get(step.stepId, 0)
         return min(self.runtime.policy.max_attempts + before, PROFILES[self.state.version].max_attempt)
-
-    def _blocked_reason(self, plan: Blocked) -> str:
-        return blocked_reason(plan, self.state, self.runtime.configuration_for(self.state))
-
-    def _settles_own_response(self, plan: Plan) -> bool:
-        """Settling the response this process just received is routine, not a recovery worth a line."""
-        return type(plan) is SettleFromRaw and self._last_raw is not None and self._last_raw[0] == plan.rawId
 
     # -- the actions -----------------------------------------------------------
 

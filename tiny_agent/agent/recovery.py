@@ -1,12 +1,7 @@
-"""The recovery planner: from a reduced session and today's configuration, the one next action.
+"""The recovery planner: from a reduced session and today's configuration, the one next action (docs/recovery.md).
 
-``plan_recovery`` is a pure function (session-v2 §17, with the v3
-``settleFromRaw`` rule).  It never performs an action: ``resume`` and the live
-loop materialize what it returns and ask again, until the session is idle or
-the plan is ``blocked``.  Where the reference implementations are known to be
-wrong (§18, P1–P4) this follows the spec; see docs/recovery.md.
-
-Pure: no I/O, no clock.
+``plan_recovery`` (session-v2 §17, with v3's ``settleFromRaw``; the spec's own fixes §18 P1–P4) only plans: the
+live loop and ``resume`` commit what it returns and ask again.  Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -142,7 +137,9 @@ def plan_recovery(state: SessionState, current: CurrentConfiguration) -> Plan:
     if operation.abortRequested:
         return _plan_abort(state, operation, step)
     if step is UNSET:
-        return _first_step(operation)
+        if isinstance(operation, RunOperation):
+            return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=operation.inputEntryId)
+        return StartStep(stepKind="compaction", attempt=1, contextThroughEntryId=operation.inputThroughEntryId)
     if step.status == "failed":
         return Finish(outcome="failed", error=MODEL_ERROR)
     if step.status == "attempting":
@@ -150,12 +147,6 @@ def plan_recovery(state: SessionState, current: CurrentConfiguration) -> Plan:
     if isinstance(operation, CompactionOperation):
         return Finish(outcome="completed", finalEntryId=operation.resultEntryId)
     return _settled_run_step(state, operation, step, current)
-
-
-def _first_step(operation: RunOperation | CompactionOperation) -> StartStep:
-    if isinstance(operation, RunOperation):
-        return StartStep(stepKind="assistant", attempt=1, contextThroughEntryId=operation.inputEntryId)
-    return StartStep(stepKind="compaction", attempt=1, contextThroughEntryId=operation.inputThroughEntryId)
 
 
 def _open_attempt(state: SessionState, step: LatestAttempt, current: CurrentConfiguration) -> Plan:
@@ -360,10 +351,6 @@ _BLOCKED_REMEDY: Final = {
 }
 
 
-def remedy(reason: str) -> str:
-    return _BLOCKED_REMEDY.get(reason, "run `tiny-agent resume --abort`")
-
-
 def describe_block(reason: str, differences: Sequence[Difference] = ()) -> str:
     """``<reason>: why; what to do`` — one line for a blocked recovery; with ``differences``, each field that differs
     (recorded → current) and the flags that restore them."""
@@ -373,7 +360,7 @@ def describe_block(reason: str, differences: Sequence[Difference] = ()) -> str:
         restore = f"restore it with {flags}" if flags else "restore it"
         started = "the open step was started with another configuration"
         return f"{reason}: {started}: {changed}; {restore}, or run `tiny-agent resume --abort`"
-    return f"{reason}: {_BLOCKED_WHY[reason]}; {remedy(reason)}"
+    return f"{reason}: {_BLOCKED_WHY[reason]}; {_BLOCKED_REMEDY[reason]}"
 
 
 class Difference(msgspec.Struct, frozen=True):

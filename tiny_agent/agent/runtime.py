@@ -1,9 +1,7 @@
 """What driving a session needs besides its journal: the configuration, the tools, the provider, the policy.
 
-A :class:`Runtime` is built once per command from today's flags and
-environment; the driver asks it for the configuration of each kind of step
-(a run's, or a compaction's), for the planner's ``current`` input, and for
-the request of the wire API the session speaks.
+Built once per command from today's flags; the driver asks it for each step's configuration (a run's or a
+compaction's), the planner's ``current`` input, and the request in the session's wire API.
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -112,39 +111,28 @@ class Display(Protocol):
     def interrupted(self) -> None: ...
 
 
+@dataclass
 class Runtime:
     """What driving a session needs besides its journal: configuration, tools, and a provider on demand."""
 
-    def __init__(
-        self,
-        configuration: Configuration,
-        toolbox: ToolBox,
-        connect: Callable[[], Provider] | None,
-        *,
-        api: Api = "chat",
-        policy: Policy = Policy(),
-        compacting: CompactionPolicy = CompactionPolicy(),
-        display: Display | None = None,
-        mcp: McpTools | None = None,
-    ) -> None:
-        self.mcp = mcp
-        self.configuration = configuration
-        self.toolbox = toolbox
-        self.api = api
-        self.policy = policy
-        self.compacting = compacting
-        self.display = display
-        self._connect = connect
+    configuration: Configuration
+    toolbox: ToolBox
+    connect: Callable[[], Provider] | None
+    _: KW_ONLY
+    api: Api = "chat"
+    policy: Policy = Policy()
+    compacting: CompactionPolicy = CompactionPolicy()
+    display: Display | None = None
+    mcp: McpTools | None = None
+
+    def __post_init__(self) -> None:
         self._provider: Provider | None = None
-        self.sizing = compaction.Sizing(compacting.context_window)
+        self.sizing = compaction.Sizing(self.compacting.context_window)
 
     def configuration_for(self, state: SessionState) -> Configuration:
         """A run's steps use the session's configuration; a compaction's, the summary prompt and no tools."""
-        if isinstance(state.operation, CompactionOperation):
-            return self.compaction_configuration()
-        return self.configuration
-
-    def compaction_configuration(self) -> Configuration:
+        if not isinstance(state.operation, CompactionOperation):
+            return self.configuration
         return msgspec.structs.replace(
             self.configuration,
             system_prompt=compaction.SUMMARY_PROMPT,
@@ -222,9 +210,9 @@ class Runtime:
     def provider(self) -> Provider:
         """The provider, connected on first use (a recovery may never need one)."""
         if self._provider is None:
-            if self._connect is None:
+            if self.connect is None:
                 raise RuntimeError("this drive has no provider configured")
-            self._provider = self._connect()
+            self._provider = self.connect()
         return self._provider
 
     def attach(self, commit: Callable[[list[Fact]], object], state: SessionState) -> None:
@@ -318,12 +306,5 @@ def build_runtime(
         return HttpProvider(endpoint, limits)
 
     return Runtime(
-        configuration,
-        toolbox,
-        connect,
-        api=endpoint.api,
-        policy=policy,
-        compacting=compacting,
-        display=display,
-        mcp=mcp,
+        configuration, toolbox, connect, api=endpoint.api, policy=policy, compacting=compacting, display=display, mcp=mcp
     )

@@ -162,10 +162,8 @@ def usage_overflow(state: SessionState, usage: Usage | None) -> str | None:
 
 
 def fail_step(state: SessionState, code: str, message: str, usage: Usage | None) -> list[Fact]:
-    """``[stepFailed, usage?]``: the attempt ended without an answer the transcript can take.
-
-    Usage the session's totals cannot take fails the step as ``usage_overflow`` instead, without it.
-    """
+    """``[stepFailed, usage?]``: the attempt ended without an answer the transcript can take (as ``usage_overflow``,
+    without the usage, when the session's totals cannot take it)."""
     overflow = usage_overflow(state, usage)
     if overflow is not None:
         code, message, usage = USAGE_OVERFLOW, overflow, None

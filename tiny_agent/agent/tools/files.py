@@ -203,10 +203,8 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
 
 
 def bounded(lines: Iterable[str], count: int, what: str) -> str:
-    """At most ``count`` of ``lines`` and OUTPUT_LIMIT characters, with a marker when more were left out.
-
-    In the main thread a timer stops the search after SEARCH_SECONDS, even inside one runaway regular expression match.
-    """
+    """At most ``count`` of ``lines`` and OUTPUT_LIMIT characters, marked when more were left out; in the main thread a
+    timer stops the search after SEARCH_SECONDS, even inside one runaway regular expression match."""
     shown: list[str] = []
     size = 0
     try:

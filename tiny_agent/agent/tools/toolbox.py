@@ -18,7 +18,7 @@ import msgspec
 
 from tiny_agent.agent.tools import files
 from tiny_agent.agent.tools.builtin import BASH, BUILTIN, validate_arguments, with_defaults
-from tiny_agent.agent.tools.files import Refusal, cut, open_regular, read_regular, require_regular
+from tiny_agent.agent.tools.files import OUTPUT_LIMIT, Refusal, cut, open_regular, read_regular, require_regular
 from tiny_agent.agent.tools.sandbox import (
     SandboxChoice,
     SandboxMode,
@@ -32,7 +32,6 @@ from tiny_agent.journal.state import NOT_APPROVED
 from tiny_agent.journal.tools import ToolDeclaration, ToolOutcome, ToolSpec
 
 READ_LIMIT: Final = 256 * 1024
-OUTPUT_LIMIT: Final = files.OUTPUT_LIMIT
 DIFF_LINE_LIMIT: Final = 200
 DIFF_WIDTH_LIMIT: Final = 400
 DIFF_INPUT_LIMIT: Final = READ_LIMIT
@@ -133,10 +132,8 @@ class ToolBox:
         return validate_arguments(spec.parameters, arguments)
 
     def execute(self, name: str, arguments: dict[str, Any], link: str | None = None) -> ToolOutcome:
-        """Run a tool; its declared parameter names are the keyword arguments of the ``_<name>`` method.
-
-        ``link`` is the call's ``toolStarted`` id (an MCP call's journaled messages name it).
-        """
+        """Run a tool: a built-in's parameters are the keyword arguments of its ``_<name>`` method; ``link`` is the
+        call's ``toolStarted`` id (an MCP call's journaled messages name it)."""
         spec = self.lookup(name)
         problem = self.validate(name, arguments)
         if spec is None or problem is not None:

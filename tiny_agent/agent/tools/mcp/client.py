@@ -1,11 +1,10 @@
 """One MCP server's session on the official SDK, behind a synchronous face.
 
-The SDK is anyio-only and tiny-agent is synchronous, so one event loop runs in a thread (a
-blocking portal) shared by every server; a session's ``async with Client`` is held open there
-and each call runs as its own task, awaited in short slices so that Ctrl-C reaches the caller
-(the SDK then writes ``notifications/cancelled``).  ``mode="legacy"``: the initialize handshake
-only (no ``server/discover`` probe before it); ``cache=None``: every ``tools/list`` reaches the
-server, and the journal.  Every failure becomes :class:`McpFailure`, one line.
+The SDK is anyio-only: one event loop runs in a thread (a blocking portal) shared by every server, holding each
+session's ``async with Client`` open; a call runs as its own task, awaited in short slices so that Ctrl-C reaches the
+caller (the SDK then writes ``notifications/cancelled``).  ``mode="legacy"``: the initialize handshake only (no
+``server/discover`` probe); ``cache=None``: every ``tools/list`` reaches the server, and the journal.  Every failure
+becomes :class:`McpFailure`, one line.
 """
 
 from __future__ import annotations

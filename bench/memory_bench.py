@@ -51,14 +51,18 @@ main(sys.argv[1:])
 """
 
 
-def replay_peak(root: Path, journal: Path, **env: str) -> tuple[int, float, float]:
-    """``tiny-agent replay JOURNAL`` by the code at ``root``, its output thrown away: exit code, peak RSS MB, seconds."""
+REPLAY_PROBE = PROBE.replace("PEAK_KB {kilobytes}", 'PEAK_KB {kilobytes} CPU {sum(__import__("os").times()[:2]):.2f}')
+
+
+def replay_peak(root: Path, journal: Path, **env: str) -> tuple[float, float, float, list[str]]:
+    """``tiny-agent replay JOURNAL`` by the code at ``root``, its output thrown away: peak RSS MB, wall and CPU seconds,
+    and what it said on stderr (a checkpoint it could not use says why)."""
     import os
     import time
 
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, "replay", str(journal), "--sessions-dir", str(journal.parent)],
+        [sys.executable, "-c", REPLAY_PROBE, "replay", str(journal), "--sessions-dir", str(journal.parent)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -69,7 +73,8 @@ def replay_peak(root: Path, journal: Path, **env: str) -> tuple[int, float, floa
     lines = done.stderr.strip().splitlines()
     if done.returncode != 0:
         raise SystemExit(f"replay of {journal} by {root} failed ({done.returncode}): {lines[-3:]}")
-    return done.returncode, int(lines[-1].split()[1]) / 1024, seconds
+    figures = lines[-1].split()
+    return int(figures[1]) / 1024, seconds, float(figures[3]), [line for line in lines[:-1] if line.strip()]
 
 
 def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncompacted: list[int]) -> None:
@@ -99,16 +104,19 @@ def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncomp
                 if not journal.exists():
                     os.link(source, journal)
                 replay_peak(root, journal, TINY_AGENT_CHECKPOINT_BYTES="0")  # leaves (or renews) its checkpoint
+                print(f"  {journal.parent.name}: checkpointed", flush=True)
                 journals[name] = journal
             best: dict[str, list[float]] = {}
             for _ in range(repeat):
                 for name, journal in journals.items():
-                    _, peak, seconds = replay_peak(codes[name], journal)
-                    figures = best.setdefault(name, [seconds, peak])
-                    figures[0], figures[1] = min(figures[0], seconds), max(figures[1], peak)
+                    peak, seconds, cpu, said = replay_peak(codes[name], journal)
+                    for line in said:
+                        print(f"  {name} said: {line}")
+                    figures = best.setdefault(name, [seconds, cpu, peak])
+                    figures[:] = min(figures[0], seconds), min(figures[1], cpu), max(figures[2], peak)
             megabytes = source.stat().st_size / 1e6
-            for name, (seconds, peak) in best.items():
-                print(f"replay, {megabytes:,.0f} MB {kind}, {name}: {seconds:.2f} s, peak RSS {peak:,.1f} MB")
+            for name, (seconds, cpu, peak) in best.items():
+                print(f"replay, {megabytes:,.0f} MB {kind}, {name}: {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {peak:,.1f} MB")
     print(f"load average at the end: {' '.join(f'{load:.1f}' for load in os.getloadavg())} · {time.strftime('%H:%M')}")
 
 

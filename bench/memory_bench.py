@@ -54,7 +54,7 @@ main(sys.argv[1:])
 REPLAY_PROBE = PROBE.replace("PEAK_KB {kilobytes}", 'PEAK_KB {kilobytes} CPU {sum(__import__("os").times()[:2]):.2f}')
 
 
-def replay_peak(root: Path, journal: Path, **env: str) -> tuple[float, float, float, list[str]]:
+def replay_peak(root: Path, journal: Path, *flags: str, **env: str) -> tuple[float, float, float, list[str]]:
     """``tiny-agent replay JOURNAL`` by the code at ``root``, its output thrown away: peak RSS MB, wall and CPU seconds,
     and what it said on stderr (a checkpoint it could not use says why)."""
     import os
@@ -62,7 +62,7 @@ def replay_peak(root: Path, journal: Path, **env: str) -> tuple[float, float, fl
 
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", REPLAY_PROBE, "replay", str(journal), "--sessions-dir", str(journal.parent)],
+        [sys.executable, "-c", REPLAY_PROBE, "replay", str(journal), "--sessions-dir", str(journal.parent), *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -89,8 +89,12 @@ def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncomp
     codes = {"after": ROOT} | ({"before": baseline.resolve()} if baseline is not None else {})
     print(f"load average at the start: {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     for size in sizes:
-        with LoopbackServer(Model(), validate=False) as server:
-            compacted, _ = prepared(size, server, reuse=True)
+        made = sorted((OUT / f"longsession-{size}" / "sessions").glob("*.jsonl"))
+        if made:
+            compacted = made[0]
+        else:
+            with LoopbackServer(Model(), validate=False) as server:
+                compacted, _ = prepared(size, server, reuse=False)
         kinds = [("compacted", compacted)]
         if size in uncompacted:
             kinds.append(("uncompacted", sealed_copy(generate_v2(size))))
@@ -103,7 +107,8 @@ def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncomp
                 journal.parent.mkdir(parents=True, exist_ok=True)
                 if not journal.exists():
                     os.link(source, journal)
-                replay_peak(root, journal, TINY_AGENT_CHECKPOINT_BYTES="0")  # leaves (or renews) its checkpoint
+                # Leaves (or renews) its checkpoint; --messages prints only the active context.
+                replay_peak(root, journal, "--messages", TINY_AGENT_CHECKPOINT_BYTES="0")
                 print(f"  {journal.parent.name}: checkpointed", flush=True)
                 journals[name] = journal
             best: dict[str, list[float]] = {}

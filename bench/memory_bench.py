@@ -57,7 +57,6 @@ REPLAY_PROBE = PROBE.replace("PEAK_KB {kilobytes}", 'PEAK_KB {kilobytes} CPU {su
 def replay_peak(root: Path, journal: Path, *flags: str, **env: str) -> tuple[float, float, float, list[str]]:
     """``tiny-agent replay JOURNAL`` by the code at ``root``, its output thrown away: peak RSS MB, wall and CPU seconds,
     and what it said on stderr (a checkpoint it could not use says why)."""
-    import os
     import time
 
     started = time.perf_counter()
@@ -67,7 +66,7 @@ def replay_peak(root: Path, journal: Path, *flags: str, **env: str) -> tuple[flo
         stderr=subprocess.PIPE,
         text=True,
         env={**_env(journal.parent), "PYTHONPATH": str(root), **env},
-        cwd=os.getcwd(),
+        cwd=root,  # `python -c` puts its working directory first on sys.path: it must hold the code measured
     )
     seconds = time.perf_counter() - started
     lines = done.stderr.strip().splitlines()
@@ -107,9 +106,10 @@ def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncomp
                 journal.parent.mkdir(parents=True, exist_ok=True)
                 if not journal.exists():
                     os.link(source, journal)
-                # Leaves (or renews) its checkpoint; --messages prints only the active context.
-                replay_peak(root, journal, "--messages", TINY_AGENT_CHECKPOINT_BYTES="0")
-                print(f"  {journal.parent.name}: checkpointed", flush=True)
+                if not list((journal.parent / ".tiny-agent-checkpoints").glob("*.checkpoint")):
+                    # Leaves its checkpoint (a stale one is noted by the timed replays); --messages prints only the context.
+                    replay_peak(root, journal, "--messages", TINY_AGENT_CHECKPOINT_BYTES="0")
+                    print(f"  {journal.parent.name}: checkpointed", flush=True)
                 journals[name] = journal
             best: dict[str, list[float]] = {}
             for _ in range(repeat):

@@ -125,7 +125,7 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
     if len(state.entries) == len(state.transcript):  # every entry is a message (counted, not read: a lean state stays so)
         return {}
     found: dict[str, CompactionEntry] = {}
-    for _, transaction in facts_of(session.chunks()):
+    for _, transaction in facts_of(session.chunks(), b'"retainedTail"'):
         for fact in transaction:
             if isinstance(fact, EntryFact) and isinstance(fact.entry, CompactionEntry):
                 found[fact.id] = fact.entry

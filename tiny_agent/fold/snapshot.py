@@ -285,15 +285,14 @@ def decode_older(frames: Iterable[bytes]) -> tuple[Older, list[AppliedEntry]]:
 
 
 def older_entries(frames: Iterable[bytes]) -> Iterator[AppliedEntry]:
-    """The older entries from the older part's frames (those of :func:`decode_older`), one frame decoded at a time;
-    raises :class:`SnapshotInvalid`."""
-    for number, frame in enumerate(frames):
-        if number:
-            try:
-                entries = _decoder(list[AppliedEntry]).decode(frame)
-            except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                raise SnapshotInvalid(f"not a snapshot ({error})") from None
-            yield from entries
+    """The older entries from their frames (those of :func:`decode_older` after the first, the older books), one
+    frame decoded at a time; raises :class:`SnapshotInvalid`."""
+    for frame in frames:
+        try:
+            entries = _decoder(list[AppliedEntry]).decode(frame)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise SnapshotInvalid(f"not a snapshot ({error})") from None
+        yield from entries
 
 
 class SnapshotReader:

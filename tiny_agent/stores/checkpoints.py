@@ -502,12 +502,14 @@ class _Older:
         from tiny_agent.fold.snapshot import SnapshotInvalid, older_entries
 
         try:
-            yield from older_entries(self._frames())
+            yield from older_entries(self._frames(skip=1))  # not the older books (a big frame): never read
         except (Unusable, SnapshotInvalid, OSError) as error:
             raise StorageError(f"the checkpoint's older part cannot be read back ({error})") from None
 
-    def _frames(self) -> Iterator[bytes]:
+    def _frames(self, skip: int = 0) -> Iterator[bytes]:
         position = self._start
+        for _ in range(skip):
+            position = _frame_end(self._fd, position, self._end)
         while position < self._end:
             frame, position = _frame(self._fd, position, self._end)
             yield frame

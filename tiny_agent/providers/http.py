@@ -316,8 +316,9 @@ def _pool(url: str, network: httpcore.NetworkBackend) -> httpcore.ConnectionPool
 
     import httpcore
 
-    context = httpcore.default_ssl_context()
     parts = urlsplit(url)
+    # Building the TLS context costs a tenth of a second: a plain-http endpoint (a local server) does not pay it.
+    context = httpcore.default_ssl_context() if parts.scheme == "https" else None
     proxies = urllib.request.getproxies_environment()
     chosen = proxies.get(parts.scheme) or proxies.get("all")
     if not chosen or urllib.request.proxy_bypass(parts.hostname or ""):

@@ -211,6 +211,9 @@ def test_sessions_lists_newest_first_with_status(capsys, tmp_path):
     code, out, _ = call(capsys, "sessions", "--all", "--sessions-dir", str(store), "--limit", "2")
     assert code == 0
     assert len(out.strip().splitlines()) == 3
+    code, out, _ = call(capsys, "sessions", "--all", "--sessions-dir", str(store))
+    crashed_row = next(line for line in out.splitlines() if " crashed " in line)
+    assert code == 0 and crashed_row.split(" crashed ")[1].split()[:2] == ["1", "n/a"], "a run with no reported usage has no count, not 0"
 
 
 def test_sessions_reuses_its_index_until_a_journal_changes(capsys, tmp_path, monkeypatch):

@@ -350,7 +350,9 @@ def sessions_table(rows: list[Listed], *, show_cwd: bool = False) -> Iterator[st
     for row in rows:
         created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.created / 1000)) if row.created else "?"
         prompt = _clip((row.prompt or row.error or "").replace("\n", " "), 48)
-        cells = [row.handle or row.session[:13], created, row.model or "?", row.status, str(row.runs), f"{row.tokens:,}", prompt]
+        # A run whose responses reported no usage has no token count, not a count of 0 (as replay's n/a).
+        tokens = "n/a" if row.runs and not row.tokens else f"{row.tokens:,}"
+        cells = [row.handle or row.session[:13], created, row.model or "?", row.status, str(row.runs), tokens, prompt]
         if show_cwd:
             cells.insert(2, _clip(row.cwd or "?", 32))
         if show_lineage:

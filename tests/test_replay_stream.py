@@ -142,12 +142,10 @@ def check_every_cut(data: bytes, cuts: list[int]) -> None:
 # -- the differential ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(JOURNALS))
+@pytest.mark.parametrize("name", sorted(name for name in JOURNALS if PREFIXES[name]))  # those whose header folds
 def test_the_streamed_replay_of_a_lean_state_at_any_line_is_the_old_rendering(name, monkeypatch):
     monkeypatch.setattr(snapshots, "ENTRIES_PER_FRAME", 2)  # many frames, even for a small journal
     cuts = PREFIXES[name]
-    if not cuts:
-        pytest.skip("not even its header folds")
     check_every_cut(JOURNALS[name][: cuts[-1]], cuts)  # an invalid journal: its longest valid prefix
 
 

@@ -369,6 +369,19 @@ def test_a_new_process_estimates_from_the_journals_last_count(capsys, workspace:
     assert "compacting first: the context is ~7,102 tokens of the model's 8,192-token window" in err
 
 
+def test_a_context_that_overflows_again_after_compacting_says_what_is_left_and_fails(capsys, workspace: Path) -> None:
+    too_long = Reply(status=400, body=json.dumps({"error": {"message": "This model's maximum context length is 8192 tokens",
+                                                           "code": "context_length_exceeded"}}).encode())
+    with LoopbackServer([replies.answer("one"), too_long, replies.answer("Summary."), too_long]) as server:
+        assert run(capsys, server, prompt="first")[0] == 0
+        code, _, err = run(capsys, server, "--continue", prompt="second")
+        assert server.request_count == 4, "one compaction, one retry, then no more"
+    assert code == 1
+    assert "still too long after compacting: the summary with the system prompt" in err
+    assert err.strip().splitlines()[-1].startswith("FAILED: ")
+    assert only_session(workspace).read_text().count('"type":"compactionStarted"') == 1
+
+
 def test_no_auto_compact_leaves_a_context_length_error_a_failure(capsys, workspace: Path) -> None:
     too_long = Reply(status=400, body=json.dumps({"error": {"message": "This model's maximum context length is 8192 tokens",
                                                            "code": "context_length_exceeded"}}).encode())

@@ -174,7 +174,14 @@ class Driver:
         retried_context_length = False
         while result.status == "failed" and not self.stopped_by:
             due = compaction.continuation_due(self.state)
-            if due is None or (due == compaction.CONTEXT_LENGTH_EXCEEDED and retried_context_length):
+            if due == compaction.CONTEXT_LENGTH_EXCEEDED and retried_context_length:
+                # Compacting again cannot help: what every request carries already overflows with the summary.
+                self.report(
+                    "still too long after compacting: the summary with the system prompt, project instructions and tool "
+                    "declarations is over the window (--no-project-instructions or a shorter --system make them smaller)"
+                )
+                return result
+            if due is None:
                 return result
             if not self.runtime.compacting.auto:
                 self.report("not compacting: --no-auto-compact (`tiny-agent compact` makes room, then go on)")

@@ -1,10 +1,10 @@
-"""The lean path: the read-only commands start without typer, and say and do exactly what typer's path does.
+"""The lean path: a command line it understands starts without typer, and says and does exactly what typer's path does.
 
 - typer's app and the lean parser are made from the same declarations; typer's commands have them, option by option;
 - it hands typer every command line it does not understand completely;
 - where it runs a command, the values, output, errors and exit codes are typer's;
-- ``tiny-agent replay FILE`` and ``tiny-agent sessions`` load neither typer, pydantic,
-  importlib.metadata nor the HTTP client (checked in a subprocess, at exit).
+- ``tiny-agent replay FILE`` and ``tiny-agent sessions`` load neither typer, pydantic, importlib.metadata nor the HTTP
+  client, and ``tiny-agent run`` none but the HTTP client (checked in a subprocess, at exit).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import errno
 import inspect
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +24,13 @@ from builders import write_tool_session
 from conftest import PROJECT_ROOT
 
 from tiny_agent.cli import basics, lean, looking
-from tiny_agent.cli.declarations import COMMANDS, body_of, parameters
-from tiny_agent.cli.lean import parse
+from tiny_agent.cli.declarations import COMMANDS, Opt, Param, body_of, parameters
+from tiny_agent.cli.lean import _spellings, parse
 
-LEAN = {name: command for name, command in COMMANDS.items() if command.body.startswith("looking.")}
+
+def lean_spellings(parameter: Param) -> list[str]:
+    return [flag for flag, _ in _spellings(parameter)]
+
 
 
 def _typer_commands() -> dict[str, Any]:
@@ -46,9 +50,8 @@ def _declared(command: Any) -> tuple[dict[str, tuple[object, ...]], list[tuple[s
     arguments: list[tuple[str, bool]] = []
     for parameter in command.params:
         where = f"{command.name} {parameter.name}"
-        # What the lean parser never does: read the environment, prompt, count, call back, take several values, cap a number.
-        assert parameter.envvar is None and parameter.callback is None and not parameter.multiple, where
-        assert not parameter.is_eager and parameter.max is None, where
+        # What the lean parser never does: read the environment, prompt, count, call back, take several values at once.
+        assert parameter.envvar is None and parameter.callback is None and not parameter.is_eager, where
         annotation = parameter.type_descriptor.annotation
         if parameter.param_type_name == "argument":
             arguments.append((parameter.name, parameter.nargs == -1))
@@ -56,25 +59,34 @@ def _declared(command: Any) -> tuple[dict[str, tuple[object, ...]], list[tuple[s
             continue
         assert parameter.prompt is None and not parameter.count and parameter.nargs == 1, where
         if parameter.is_flag:
-            kind = "flag"
-        elif annotation is int:
-            kind = "integer"
+            kind = "switch" if parameter.secondary_opts else "flag"
+        elif parameter.multiple:
+            assert annotation == list[str], where
+            kind = "texts"
         else:
-            assert annotation is str, f"{where}: an option of type {annotation}"
-            kind = "text"
-        options[parameter.name] = (tuple(sorted(parameter.opts + parameter.secondary_opts)), kind, parameter.default, parameter.min)
+            kind = {int: "integer", float: "number", str: "text"}.get(annotation)
+            assert kind is not None, f"{where}: an option of type {annotation}"
+        names = tuple(sorted(parameter.opts + parameter.secondary_opts))
+        options[parameter.name] = (names, kind, parameter.required, parameter.default, parameter.min, parameter.max)
     return options, arguments
 
 
-@pytest.mark.parametrize("name", sorted(LEAN))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_typers_command_has_the_declared_parameters(name):
     """What the lean parser reads from the declarations is what typer's command was made with."""
     options, arguments = _declared(TYPER[name])
-    declared = list(parameters(LEAN[name]))
+    declared = list(parameters(COMMANDS[name]))
     ours = {
-        parameter.name: (tuple(sorted(parameter.flags)), parameter.kind, parameter.default, parameter.spelt.minimum)
+        parameter.name: (
+            tuple(sorted(lean_spellings(parameter))),
+            parameter.kind,
+            parameter.required,
+            None if parameter.required else parameter.default,
+            parameter.spelt.minimum,
+            parameter.spelt.maximum,
+        )
         for parameter in declared
-        if parameter.flags
+        if isinstance(parameter.spelt, Opt)
     }
     assert ours == options
     assert [(parameter.name, parameter.kind == "arguments") for parameter in declared if not parameter.flags] == arguments
@@ -86,8 +98,7 @@ def test_every_command_has_a_body_taking_its_declaration(name):
     assert parameter.annotation == COMMANDS[name].__name__
 
 
-def test_every_read_only_command_has_a_lean_path_and_no_other_does():
-    assert set(LEAN) == {"replay", "sessions", "verify", "audit", "normalize", "providers", "view", "report"}
+def test_typer_has_every_declared_command_and_no_other():
     assert set(COMMANDS) == set(TYPER)
 
 
@@ -117,8 +128,24 @@ def test_every_read_only_command_has_a_lean_path_and_no_other_does():
         ["view", "s", "-o=out.html"],
         ["verify", "-h"],
         ["providers", "extra"],
-        ["run", "hello"],
-        ["resume", "s"],
+        ["run"],
+        ["run", "a", "b"],
+        ["run", "hi", "--retries", "16"],
+        ["run", "hi", "--retries", "-1"],
+        ["run", "hi", "--compact-at", "0.05"],
+        ["run", "hi", "--compact-at", "1.5"],
+        ["run", "hi", "--retry-wait", "soon"],
+        ["run", "hi", "--stream=yes"],
+        ["run", "hi", "--stream", "--no-stream"],
+        ["run", "hi", "--system", "-x"],
+        ["run", "hi", "--mcp"],
+        ["run", "hi", "-cv"],
+        ["run", "-h"],
+        ["compact", "s", "--system", "x"],
+        ["compact", "s", "a", "b"],
+        ["fork", "s"],
+        ["resume"],
+        ["chat", "extra"],
     ],
 )
 def test_command_lines_it_does_not_fully_understand_go_to_typer(words):
@@ -160,6 +187,29 @@ SAME_VALUES = [
     ["view", "s", "--output=page.html"],
     ["report"],
     ["report", "--by", "model", "--since", "2026-01-01", "--html", "r.html", "--all"],
+    ["run", "hi"],
+    ["run", "-", "--session", "s", "--json", "--sessions-dir", "d"],
+    ["run", "hi", "-c", "-m", "m", "--provider", "groq", "--base-url", "http://x", "--api", "chat", "--system", "@f"],
+    ["run", "hi", "--allow-bash", "--allow-write", "--no-project-instructions", "--verbose", "--no-auto-compact"],
+    ["run", "hi", "--mcp", "a", "--mcp=b c", "--allow-mcp", "a", "--stream", "--max-tokens", "5", "--tool-choice", "x"],
+    ["run", "hi", "--no-stream", "--retries", "15", "--retry-wait", "0", "--max-steps", "3", "--durability", "process"],
+    ["run", "hi", "--connect-timeout", "1.5", "--read-timeout=2", "--stream-idle-timeout", "1e1", "--attempt-timeout", "9"],
+    ["run", "hi", "--max-response-bytes", "100", "--context-window", "256", "--compact-at", "1", "--keep-tokens", "0"],
+    ["run", "hi", "--compact-at", "0.1", "--retries", "0", "--store", "postgresql://x/y", "-v"],
+    ["demo"],
+    ["demo", "--sessions-dir", "d"],
+    ["resume", "s"],
+    ["resume", "s", "--abort", "--dry-run", "--current-config", "c.json", "--json", "--model", "m"],
+    ["compact", "s"],
+    ["compact", "s", "keep the numbers", "--keep-tokens", "100", "--context-window", "1000"],
+    ["chat"],
+    ["chat", "--session", "s", "--mcp", "x", "--no-stream"],
+    ["chat", "-c", "--allow-bash"],
+    ["upgrade", "j.jsonl", "--durability", "process", "--json"],
+    ["fork", "s", "--at", "seq:3", "--json"],
+    ["export", "s"],
+    ["export", "s", "--v2", "-o", "out.jsonl"],
+    ["import", "-", "--json"],
 ]
 
 
@@ -168,7 +218,8 @@ def test_it_passes_the_values_typer_passes(monkeypatch, words):
     from tiny_agent.cli.app import main as typer_main
 
     seen: list[object] = []
-    monkeypatch.setattr(looking, words[0], seen.append)
+    module, _, name = COMMANDS[words[0]].body.partition(".")
+    monkeypatch.setattr(f"tiny_agent.cli.{module}.{name}", seen.append)
     with pytest.raises(SystemExit) as done:
         typer_main(list(words))
     assert done.value.code == 0
@@ -228,6 +279,19 @@ def test_output_errors_and_exit_codes_are_typers(capsys, tmp_path, monkeypatch):
         ["report", "--by", "week", *directory],
         ["report", "--json", "--html", "x.html", *directory],
         ["view", "nosuch", *directory],
+        ["run", "hi", "--session", "nosuch", *directory],
+        ["run", "hi", "--provider", "nosuch", *directory],
+        ["run", "hi", "--session", str(broken), *directory],
+        ["resume", "nosuch", *directory],
+        ["resume", str(good), "--dry-run", "--json", *directory],
+        ["resume", str(broken), "--dry-run", *directory],
+        ["compact", "nosuch", *directory],
+        ["chat", "--session", "nosuch", *directory],
+        ["fork", str(good), "--at", "nosuch", *directory],
+        ["export", str(good), *directory],
+        ["export", str(broken), "--v2", *directory],
+        ["import", str(tmp_path / "missing.jsonl"), *directory],
+        ["upgrade", str(broken), *directory],
     ]
     for words in cases:
         assert parse(words) is not None, words
@@ -296,6 +360,18 @@ def test_replay_and_sessions_start_without_typer_pydantic_metadata_or_http(tmp_p
         code, loaded = _loaded_by(tmp_path, *words)
         assert code == 0, words
         assert loaded == [], f"tiny-agent {' '.join(words)} loaded {loaded}"
+
+
+def test_run_starts_without_typer_pydantic_or_metadata(tmp_path):
+    """The next turn's wait: ``run`` loads the HTTP client it needs, not typer and what typer brings."""
+    with socket.socket() as probe:  # a port nothing listens on: the run is refused at once and stays open (75)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    words = ("run", "hi", "--provider", "custom", "--api", "chat", "--base-url", f"http://127.0.0.1:{port}/v1")
+    code, loaded = _loaded_by(tmp_path, *words, "--model", "m", "--retries", "0", "--sessions-dir", str(tmp_path / "s"))
+    assert code == 75
+    assert "httpcore" in loaded
+    assert [name for name in loaded if name.split(".")[0] not in {"httpx", "httpcore"}] == []
 
 
 def test_the_typer_path_is_still_there_for_everything_else(tmp_path):

@@ -12,7 +12,8 @@ from typing import Annotated, Any, ClassVar, Final, Literal, get_args, get_origi
 
 import msgspec
 
-Kind = Literal["argument", "arguments", "flag", "switch", "text", "integer", "number"]
+Kind = Literal["argument", "arguments", "flag", "switch", "text", "texts", "integer", "number"]
+"""How a parser reads a parameter: ``texts`` is an option given any number of times."""
 
 
 class Opt(msgspec.Struct, frozen=True):
@@ -398,8 +399,6 @@ class Report(Command):
 
 COMMANDS: Final[Mapping[str, type[Command]]] = {command.__name__.lower(): command for command in Command.__subclasses__()}
 """Every command declared above, by name, in the order declared."""
-LEAN: Final = "looking."
-"""The bodies that start without typer: the lean path runs the commands whose body is in :mod:`tiny_agent.cli.looking`."""
 
 
 # -- reading the declarations -----------------------------------------------------------------------------
@@ -470,4 +469,4 @@ def _kind(plain: Any, spelt: Opt | Arg) -> Kind:
         return "arguments" if list[str] in types else "argument"
     if types == {bool}:
         return "flag" if plain is bool else "switch"
-    return "integer" if types == {int} else "number" if types == {float} else "text"
+    return "integer" if types == {int} else "number" if types == {float} else "texts" if types == {list[str]} else "text"

@@ -1,6 +1,6 @@
-"""``main``, and the lean path: a read-only command (body in :mod:`~tiny_agent.cli.looking`) whose line it understands
-completely runs without importing typer (which costs several times the rest of ``sessions``); anything else goes to
-typer, which says what is wrong (docs/cli.md; tests/test_lean_cli.py checks both paths agree)."""
+"""``main``, and the lean path: a command line it understands completely runs without importing typer (which, with
+click and pydantic, costs several times the rest of ``sessions`` and a good part of a next turn's wait); anything else
+goes to typer, which says what is wrong (docs/cli.md; tests/test_lean_cli.py checks both paths agree)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Final, NoReturn
 
 import msgspec
 
-from tiny_agent.cli.basics import exit_for, quiet_stdout
-from tiny_agent.cli.declarations import COMMANDS, LEAN, Command, Opt, Param, body_of, build, parameters
+from tiny_agent.cli.basics import die, exit_for, quiet_stdout
+from tiny_agent.cli.declarations import COMMANDS, Command, Opt, Param, body_of, build, parameters
 from tiny_agent.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 
 BROKEN_PIPE_EXIT: Final = 1
@@ -26,10 +26,10 @@ COMPLETION_ENV: Final = "_TINY_AGENT_COMPLETE"
 def parse(words: Sequence[str]) -> Command | None:
     """The command with its parameters' values, when the lean path understands all of ``words``; else None."""
     command = COMMANDS.get(words[0]) if words else None
-    if command is None or not command.body.startswith(LEAN):
+    if command is None:
         return None
     declared = list(parameters(command))
-    options = {flag: parameter for parameter in declared for flag in parameter.flags}
+    options = {flag: (parameter, value) for parameter in declared for flag, value in _spellings(parameter)}
     values = {parameter.name: parameter.default for parameter in declared if parameter.flags}
     given: set[str] = set()
     positional: list[str] = []
@@ -39,14 +39,14 @@ def parse(words: Sequence[str]) -> Command | None:
             positional.append(word)
             continue
         name, has_value, attached = word.partition("=") if word.startswith("--") else (word, "", "")
-        option = options.get(name)
-        if option is None or option.name in given or option.kind not in ("flag", "text", "integer"):
+        option, switched = options.get(name, (None, None))
+        if option is None or (option.name in given and not _repeatable(option)):
             return None
         given.add(option.name)
-        if option.kind == "flag":
+        if switched is not None:
             if has_value:
                 return None
-            values[option.name] = True
+            values[option.name] = switched
             continue
         value = attached if has_value else next(rest, None)
         if value is None or (value.startswith("-") and value != "-"):
@@ -54,30 +54,46 @@ def parse(words: Sequence[str]) -> Command | None:
         converted = _converted(option, value)
         if converted is None:
             return None
-        values[option.name] = converted
+        values[option.name] = [*(values[option.name] or ()), converted] if _repeatable(option) else converted
     if not _bind([parameter for parameter in declared if not parameter.flags], positional, values):
         return None
     return build(command, values)
 
 
-def _converted(option: Param, word: str) -> str | int | None:
+def _spellings(parameter: Param) -> list[tuple[str, bool | None]]:
+    """Each flag of an option with the value it sets on its own: a flag True, a switch's ``--on`` True and ``--off``
+    False; None for an option that takes a value."""
+    if parameter.kind == "switch":
+        on, off = parameter.flags[0].split("/")
+        return [(on, True), (off, False)]
+    return [(flag, True if parameter.kind == "flag" else None) for flag in parameter.flags]
+
+
+def _repeatable(option: Param) -> bool:
+    return option.kind == "texts"
+
+
+def _converted(option: Param, word: str) -> str | int | float | None:
     """The value typer would pass for ``word``, or None where typer reports an error itself."""
-    if option.kind == "text":
+    if option.kind in ("text", "texts"):
         return word
     try:
-        number = int(word)
+        number: int | float = int(word) if option.kind == "integer" else float(word)
     except ValueError:
         return None
-    minimum = option.spelt.minimum if isinstance(option.spelt, Opt) else None
-    return None if minimum is not None and number < minimum else number
+    spelt = option.spelt
+    low, high = (spelt.minimum, spelt.maximum) if isinstance(spelt, Opt) else (None, None)
+    return None if (low is not None and number < low) or (high is not None and number > high) else number
 
 
 def _bind(arguments: list[Param], positional: list[str], values: dict[str, object]) -> bool:
     """The positional words onto the arguments as typer binds them; False where typer would refuse the line."""
     single = [argument.name for argument in arguments if argument.kind == "argument"]
     variadic = [argument.name for argument in arguments if argument.kind == "arguments"]
-    if len(positional) < len(single) or (not variadic and len(positional) > len(single)):
+    required = sum(1 for argument in arguments if argument.kind == "argument" and argument.required)
+    if len(positional) < required or (not variadic and len(positional) > len(single)):
         return False
+    values.update((argument.name, argument.default) for argument in arguments if argument.kind == "argument")
     values.update(zip(single, positional, strict=False))
     values.update((name, positional[len(single) :] or None) for name in variadic)
     return all(value is not msgspec.NODEFAULT for value in values.values())
@@ -131,6 +147,10 @@ def _main(argv: list[str] | None) -> NoReturn:
     except KeyboardInterrupt:
         # As on typer's path, where click turns Ctrl-C inside a command into exit 130, silently.
         sys.exit(EXIT_INTERRUPTED)
+    except EOFError:
+        # As on typer's path, where click takes an end of input that escapes a command for an interrupt.
+        sys.stderr.write("\n")
+        die("INTERRUPTED: stopped by the user", EXIT_INTERRUPTED)
     except Exception as error:  # the last line of defence: never show a traceback
         if isinstance(error, OSError) and error.errno == errno.EPIPE:
             # As on typer's path, where click quiets the output of a reader that went away and exits 1.

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from builders import write_tool_session
 from conftest import PROJECT_ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiny_agent.cli import basics, lean, looking
 from tiny_agent.cli.declarations import COMMANDS, Opt, Param, body_of, parameters
@@ -135,6 +137,8 @@ def test_typer_has_every_declared_command_and_no_other():
         ["run", "hi", "--compact-at", "0.05"],
         ["run", "hi", "--compact-at", "1.5"],
         ["run", "hi", "--retry-wait", "soon"],
+        ["run", "hi", "--retry-wait", "nan"],
+        ["run", "hi", "--connect-timeout", "inf"],
         ["run", "hi", "--stream=yes"],
         ["run", "hi", "--stream", "--no-stream"],
         ["run", "hi", "--system", "-x"],
@@ -378,3 +382,43 @@ def test_the_typer_path_is_still_there_for_everything_else(tmp_path):
     code, loaded = _loaded_by(tmp_path, "replay", "--help")
     assert code == 0
     assert "typer" in loaded
+
+
+# -- any command line: where the lean parser answers, typer passes the same values ------------------------------------
+
+_WORDS = st.sampled_from(["s", "-", "x y", "0", "1", "15", "16", "-1", "0.5", "1e1", "nan", "inf", "-inf", "1e999", "-0", "1_0", " 2", "", "--", "-x", "=", "é"])
+
+
+@st.composite
+def _command_lines(draw: st.DrawFn) -> list[str]:
+    name = draw(st.sampled_from(sorted(COMMANDS)))
+    declared = list(parameters(COMMANDS[name]))
+    spellings = [flag for parameter in declared for flag in lean_spellings(parameter)] + ["--help", "-h", "--nosuch"]
+    words = [name]
+    for _ in range(draw(st.integers(0, 6))):
+        if draw(st.booleans()):
+            words.append(draw(_WORDS))
+            continue
+        flag = draw(st.sampled_from(spellings))
+        words.append(f"{flag}={draw(_WORDS)}" if flag.startswith("--") and draw(st.integers(0, 4)) == 0 else flag)
+    return words
+
+
+@settings(max_examples=600)
+@given(words=_command_lines())
+def test_any_line_the_lean_parser_takes_gets_typers_values(words):
+    """Random lines from every command's declared spellings and awkward words: whatever the lean parser accepts, typer
+    accepts with the same values (lines it declines go to typer, which then decides alone)."""
+    import typer.main
+
+    from tiny_agent.cli.app import app
+
+    ours = parse(words)
+    if ours is None:
+        return
+    seen: list[object] = []
+    module, _, name = COMMANDS[words[0]].body.partition(".")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(f"tiny_agent.cli.{module}.{name}", seen.append)
+        typer.main.get_command(app).main(args=list(words), prog_name="tiny-agent", standalone_mode=False)
+    assert seen == [ours]

@@ -5,6 +5,7 @@ goes to typer, which says what is wrong (docs/cli.md; tests/test_lean_cli.py che
 from __future__ import annotations
 
 import errno
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -80,6 +81,8 @@ def _converted(option: Param, word: str) -> str | int | float | None:
     try:
         number: int | float = int(word) if option.kind == "integer" else float(word)
     except ValueError:
+        return None
+    if not math.isfinite(number):  # typer refuses nan against a bound and passes it on without one: it decides
         return None
     spelt = option.spelt
     low, high = (spelt.minimum, spelt.maximum) if isinstance(spelt, Opt) else (None, None)

@@ -74,6 +74,7 @@ ALLOWED_IMPORTS = (
     "tiny_agent.errors",
     "msgspec",
     "__future__",
+    "array",
     "base64",
     "binascii",
     "codecs",

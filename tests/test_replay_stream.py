@@ -11,10 +11,12 @@ is put back in place) and the older entries are read one frame at a time.
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
+import msgspec
 import pytest
 from builders import write_tool_session
 from conftest import isolated_workspace
@@ -22,16 +24,21 @@ from test_checkpoints import JOURNALS, PREFIXES
 from test_compaction import LongTaskModel, run
 from test_replay_cli import call
 
-from tiny_agent.fold import Fold, reduce_chunks
+from tiny_agent.errors import CorruptionError, StorageError
+from tiny_agent.fold import Fold, reduce_chunks, spilled
 from tiny_agent.fold import snapshot as snapshots
 from tiny_agent.fold.snapshot import SnapshotReader, capture, decode_older, older_entries, restore, snapshot_frames
+from tiny_agent.fold.spilled import GONE, SpilledEntries
 from tiny_agent.journal.facts import CompactionEntry, EntryFact
 from tiny_agent.journal.partial import Elder
-from tiny_agent.journal.state import AppliedEntry, SessionState
+from tiny_agent.journal.state import AppliedEntry, SessionState, json_array_pieces
 from tiny_agent.loopback.server import LoopbackServer
 from tiny_agent.oversight import render
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, KEY_SIZE
-from tiny_agent.stores.journal import facts_of
+from tiny_agent.stores.files import store as store_module
+from tiny_agent.stores.journal import facts_of, fold_spilled
+
+encode = msgspec.json.Encoder().encode
 
 # -- the old whole-state rendering (render.transcript_lines before it streamed), the reference ----------------
 
@@ -281,3 +288,142 @@ def test_the_compactions_replay_reads_are_those_of_every_line(compacted):
                   if isinstance(fact, EntryFact) and isinstance(fact.entry, CompactionEntry)}
         assert picked == every
     assert compactions_of(escaped) and compactions_of(escaped) == compactions_of(compacted)
+
+
+# -- a journal with no checkpoint: folded with its messages left in it, then printed from it -----------------
+
+
+def spilled_at(tmp_path, data: bytes, cut: int) -> Fold:
+    """The spilled fold of ``data[:cut]`` (what `replay` does with a journal outside the sessions directory)."""
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(data[:cut])
+    return fold_spilled(path)
+
+
+def check_every_spilled_cut(tmp_path, data: bytes, cuts: list[int]) -> None:
+    compactions = compactions_of(data)
+    for cut in cuts:
+        whole = Fold()
+        reduce_chunks((data[:cut],), whole)
+        fold = spilled_at(tmp_path, data, cut)
+        state = fold.state
+        entries = state.entries
+        assert isinstance(entries, SpilledEntries)
+        gone = [entry.id for entry in dict.values(entries) if entry.message is GONE]
+        assert len(gone) == max(0, len(whole.state.transcript) - spilled.RECENT), cut
+        for full in (False, True):
+            expected = list(old_transcript_lines(whole.state, full, compactions))
+            assert list(render.transcript_lines(state, full=full, compactions=compactions)) == expected, cut
+        assert list(render.footer_lines(state, cut, "n")) == list(render.footer_lines(whole.state, cut, "n")), cut
+        assert b"".join(state.json_pieces(3)) == whole.state.to_json_bytes(), cut
+        assert b"".join(json_array_pieces(state.activeContext, 2)) == encode(whole.state.activeContext), cut
+        # Printed from the journal, never put back: the messages it left there are still left there.
+        assert not entries.loaded and [entry.id for entry in dict.values(entries) if entry.message is GONE] == gone, cut
+        assert (len(state.transcript), len(state.activeContext)) == (len(whole.state.transcript), len(whole.state.activeContext))
+        # Any other reader gets the whole state.
+        assert state.to_json_bytes() == whole.state.to_json_bytes() and entries.loaded, cut
+        assert list(state.transcript) == whole.state.transcript and list(state.activeContext) == whole.state.activeContext
+
+
+@pytest.mark.parametrize("name", sorted(name for name in JOURNALS if PREFIXES[name]))
+def test_the_spilled_fold_of_a_journal_at_any_line_prints_the_old_rendering(name, tmp_path, monkeypatch):
+    monkeypatch.setattr(spilled, "RECENT", 2)  # most messages left in the journal, even in a small one
+    cuts = PREFIXES[name]
+    check_every_spilled_cut(tmp_path, JOURNALS[name][: cuts[-1]], cuts)
+
+
+@pytest.mark.parametrize("name", sorted(JOURNALS))
+def test_the_spilled_fold_refuses_a_journal_as_the_whole_fold_does(name, tmp_path, monkeypatch):
+    """Same error (code, line, seq, reason) for every journal we have, broken ones included, and at every cut of it."""
+    monkeypatch.setattr(spilled, "RECENT", 1)
+    data = JOURNALS[name]
+    cuts = sorted({at + 1 for at in range(len(data)) if data[at] == 10} | {len(data)})
+    for cut in cuts[:: max(1, len(cuts) // 40)] + cuts[-2:]:
+        spilled_outcome = _outcome(lambda cut=cut: spilled_at(tmp_path, data, cut))
+        assert spilled_outcome == _outcome(lambda cut=cut: reduce_chunks((data[:cut],))), cut
+
+
+def _outcome(fold: Callable[[], object]) -> object:
+    try:
+        fold()
+    except CorruptionError as error:
+        return (error.code, error.line, error.seq, error.reason)
+    return "folded"
+
+
+def test_a_compacted_session_spilled_at_any_line_prints_the_old_rendering(compacted, tmp_path, monkeypatch):
+    monkeypatch.setattr(spilled, "RECENT", 3)
+    cuts = [at + 1 for at in range(len(compacted)) if compacted[at] == 10]
+    check_every_spilled_cut(tmp_path, compacted, cuts[:: max(1, len(cuts) // 40)] + cuts[-3:])
+
+
+def test_sessions_of_the_writer_spilled_print_as_the_old_rendering(tmp_path, monkeypatch):
+    monkeypatch.setattr(spilled, "RECENT", 4)
+    for version in (2, 3):
+        path = tmp_path / f"v{version}.jsonl"
+        write_tool_session(path, runs=12, version=version)
+        data = path.read_bytes()
+        check_every_spilled_cut(tmp_path, data, [at + 1 for at in range(len(data)) if data[at] == 10])
+
+
+def test_replay_of_a_journal_outside_the_sessions_directory_prints_the_full_folds_output(tmp_path, capsys, monkeypatch, compacted):
+    """Outside the sessions directory (no checkpoint to read or write) replay spills; inside, with none, it folds in full."""
+    monkeypatch.delenv("TINY_AGENT_SESSIONS_DIR", raising=False)
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", str(1 << 40))
+    monkeypatch.setattr(spilled, "RECENT", 3)
+    name = "20260101T000000Z_" + compacted[compacted.index(b'"id":"') + 6 :][:36].decode() + ".jsonl"
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / name).write_bytes(compacted)
+    (tmp_path / "outside").mkdir()
+    outside = tmp_path / "outside" / name
+    outside.write_bytes(compacted + b'{"torn":')
+    (tmp_path / "sessions" / name).write_bytes(compacted + b'{"torn":')
+    folds: list[str] = []
+    real = store_module.FileStore.fold
+
+    def fold(self, session, note, *, lean=False):
+        done = real(self, session, note, lean=lean)
+        folds.append(type(done.state.entries).__name__)
+        return done
+
+    monkeypatch.setattr(store_module.FileStore, "fold", fold)
+    for flags in ((), ("--full",), ("--json",), ("--messages",)):
+        expected = call(capsys, "replay", name[-42:-6], "--sessions-dir", str(tmp_path / "sessions"), *flags)
+        assert expected[0] == 0 and ("torn tail" in expected[1]) == (flags in ((), ("--full",)))
+        assert call(capsys, "replay", str(outside), "--sessions-dir", str(tmp_path / "sessions"), *flags) == expected
+    assert folds == ["dict", "SpilledEntries"] * 4
+
+
+def test_a_broken_journal_outside_the_sessions_directory_is_refused_before_anything_is_printed(tmp_path, capsys, monkeypatch):
+    """The fold reads the whole journal before a line is printed: the same refusal as a full fold's, and nothing else."""
+    monkeypatch.delenv("TINY_AGENT_SESSIONS_DIR", raising=False)
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", str(1 << 40))
+    monkeypatch.setattr(spilled, "RECENT", 1)
+    made = tmp_path / "made.jsonl"
+    write_tool_session(made, runs=12, version=3)
+    data = made.read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 1
+    line = data.count(b"\n", 0, middle) + 1
+    name = "20260101T000000Z_" + data[data.index(b'"id":"') + 6 :][:36].decode() + ".jsonl"
+    for directory in ("sessions", "outside"):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / name).write_bytes(data[:middle] + b'{"kind":"nonsense"}\n' + data[middle:])
+    for flags in ((), ("--json",)):
+        sessions = ("--sessions-dir", str(tmp_path / "sessions"))
+        inside = call(capsys, "replay", str(tmp_path / "sessions" / name), *sessions, *flags)
+        code, out, err = call(capsys, "replay", str(tmp_path / "outside" / name), *sessions, *flags)
+        assert (code, out, err.replace(str(tmp_path / "outside"), str(tmp_path / "sessions"))) == inside
+        assert code == 65 and f"line {line}" in err
+        assert out == "" if not flags else json.loads(out)["ok"] is False
+
+
+def test_a_journal_changed_between_the_fold_and_the_print_stops_with_a_storage_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(spilled, "RECENT", 1)
+    path = tmp_path / "made.jsonl"
+    write_tool_session(path, runs=4, version=2)
+    fold = fold_spilled(path)
+    data = path.read_bytes()
+    with path.open("r+b") as journal:  # the same file, its lines moved by a byte
+        journal.write(data[:-1].replace(b'"id":"', b' "id":"', 1))
+    with pytest.raises(StorageError, match="changed while it was read"):
+        list(render.transcript_lines(fold.state))

@@ -46,7 +46,11 @@ def in_memory(entries: dict[str, Any]) -> Iterable[Any]:
 def entries_in_order(entries: dict[str, Any]) -> Iterator[Any]:
     """Every entry in order, without putting a lean state's older part in place: those are read from the checkpoint a
     frame at a time (:meth:`Elder.stream`) and let go once the caller drops them, so a reader of the whole transcript
-    holds one frame of it, not all of it (``replay``; docs/performance.md, "Replay streams")."""
+    holds one frame of it, not all of it (``replay``; docs/performance.md, "Replay streams").  Entries that hand out
+    their own order (a fold whose messages stay in the journal, :mod:`tiny_agent.fold.spilled`) are read so."""
+    in_order = getattr(entries, "in_order", None)
+    if in_order is not None:
+        return iter(in_order())
     elder = getattr(entries, "elder", None)
     if not isinstance(elder, Elder) or elder.loaded or elder.streamed is None:
         return iter(entries.values())

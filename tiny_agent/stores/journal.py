@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -121,6 +123,68 @@ def fold_chunks(chunks: Iterable[bytes]) -> Fold:
 def fold_file(path: Path) -> Fold:
     """A live fold of every committed line of the journal file at ``path``."""
     return fold_chunks(disk.file_chunks(path))
+
+
+def fold_spilled(path: Path) -> Fold:
+    """The fold of the journal file at ``path`` for a reader of its whole transcript: its older messages stay in the
+    file and are read back from their lines when asked for (:mod:`tiny_agent.fold.spilled`), so a long journal is folded
+    and then printed, in two reads, holding the fold's books and not its transcript."""
+    from tiny_agent.fold.spilled import spill
+
+    fd = disk.open_regular(path)
+    try:
+        lines = _LinesAt(fd)
+        fold = Fold()
+        splitter = LineSplitter(fold)
+        spilled = False
+        with collector_paused():
+            while chunk := os.read(fd, disk.CHUNK_SIZE):
+                if not spilled and (first := chunk.find(b"\n")) != -1:
+                    splitter.feed(chunk[: first + 1])  # the header, then its state spills
+                    chunk = chunk[first + 1 :]
+                    spilled = True
+                    if not splitter.failed:
+                        spill(fold, lines)
+                splitter.feed(chunk)
+            splitter.finish()
+    finally:
+        os.close(fd)
+    return fold
+
+
+class _LinesAt:
+    """A journal's committed lines by the offset they start at, read a block at a time (reading on is the usual case)."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, fd: int) -> None:
+        self._fd = os.dup(fd)
+        weakref.finalize(self, os.close, self._fd)
+        self._block = b""
+        self._start = 0
+
+    def __call__(self, offset: int) -> bytes:
+        at = offset - self._start
+        end = self._block.find(b"\n", at) if 0 <= at < len(self._block) else -1
+        if end == -1:
+            self._block, self._start, at = self._read(offset), offset, 0
+            end = self._block.find(b"\n")
+        return self._block[at:end]
+
+    def _read(self, offset: int) -> bytes:
+        """The bytes from ``offset`` through at least one LF."""
+        pieces: list[bytes] = []
+        try:
+            while True:
+                piece = os.pread(self._fd, self.BLOCK, offset)
+                if not piece:
+                    raise StorageError(f"the journal changed while it was read: no line ends after byte {offset}")
+                pieces.append(piece)
+                if b"\n" in piece:
+                    return b"".join(pieces)
+                offset += len(piece)
+        except OSError as error:
+            raise StorageError(f"the journal cannot be read again ({error.strerror or error})") from None
 
 
 @contextmanager

@@ -102,7 +102,14 @@ class FileStore:
         return JournalWriter.open(path, durability=durability, session_id=session_id_of(path), folder=folder)
 
     def fold(self, session: Session, note: Note, *, lean: bool = False) -> Fold:
-        return self.checkpoints(note).fold(_path_of(session), lean=lean)
+        path = _path_of(session)
+        checkpoints = self.checkpoints(note)
+        if lean and checkpoints.path_for(path) is None:
+            # No checkpoint to read or to write (a journal outside the sessions directory): its messages stay in it.
+            from tiny_agent.stores.journal import fold_spilled
+
+            return fold_spilled(path)
+        return checkpoints.fold(path, lean=lean)
 
     def resumed(self, session: Session, note: Note) -> Fold | None:
         return self.checkpoints(note).resumed(_path_of(session))

@@ -3,6 +3,7 @@
 
     python bench/memory_bench.py [--bomb-mib 300] [--line-mb 20]
     python bench/memory_bench.py --replay 100,1000 [--repeat 2] [--baseline ROOT]
+    python bench/memory_bench.py --outside 100,1000 [--repeat 2] [--baseline ROOT]
 
 - ``verify`` of a journal holding one ``--line-mb`` MB tool result (it was a ``< 200 MB`` assertion in
   tests/test_oversight.py);
@@ -10,6 +11,11 @@
   compressed) at the default ``--max-response-bytes`` (64 MiB) and at 1 MiB: the body is cut at the cap,
   so the peak follows the cap, not the bomb (issue 22: 1.59 GB for 300 MiB before the cap);
 - the same cap met by a plain body (no content encoding) of twice the cap.
+
+With ``--outside SIZES`` it measures ``tiny-agent replay`` (text and ``--json``) of the generated journal of each size
+(v2, and its sealed v3 copy up to 100 MB) named by a path outside the sessions directory, which has no checkpoint to
+read or write (each replay folds the whole journal, its messages left in it: docs/performance.md), with the same
+rounds and ``--baseline``, and says whether both codes printed the same bytes (SHA-256 of the output).
 
 With ``--replay SIZES`` it measures ``tiny-agent replay`` (text, to /dev/null) instead: the generated session of
 each size (MB), sealed and compacted by bench/longsession_bench.py, in a sessions directory where it has a
@@ -125,6 +131,68 @@ def replay_sessions(sizes: list[int], repeat: int, baseline: Path | None, uncomp
     print(f"load average at the end: {' '.join(f'{load:.1f}' for load in os.getloadavg())} · {time.strftime('%H:%M')}")
 
 
+def replay_outside(sizes: list[int], repeat: int, baseline: Path | None) -> None:
+    """Replay (text and ``--json``) of the generated journals (v2, and its sealed v3 copy up to 100 MB) named by a path
+    outside the sessions directory: no checkpoint to read or write, so every replay folds the whole journal."""
+    import hashlib
+    import os
+    import time
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from replay_bench import generate_v2, sealed_copy
+
+    codes = {"after": ROOT} | ({"before": baseline.resolve()} if baseline is not None else {})
+    print(f"load average at the start: {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
+    with tempfile.TemporaryDirectory() as empty:
+        for size in sizes:
+            v2 = generate_v2(size)
+            journals = [v2, sealed_copy(v2)] if size <= 100 else [v2]
+            for journal, flags in [(journal, flags) for journal in journals for flags in ((), ("--json",))]:
+                best: dict[str, list[float]] = {}
+                outputs: dict[str, str] = {}
+                for _ in range(repeat):
+                    for name, root in codes.items():
+                        with tempfile.TemporaryFile() as out:
+                            peak, seconds, cpu = _replay_to(root, journal, Path(empty), out, *flags)
+                            out.seek(0)
+                            digest = hashlib.sha256()
+                            while chunk := out.read(1 << 20):
+                                digest.update(chunk)
+                        outputs.setdefault(name, digest.hexdigest())
+                        figures = best.setdefault(name, [seconds, cpu, peak])
+                        figures[:] = min(figures[0], seconds), min(figures[1], cpu), max(figures[2], peak)
+                what = f"replay {' '.join(flags)}".strip() + f", {journal.stat().st_size / 1e6:,.0f} MB {journal.name[-8:-6]}"
+                for name, (seconds, cpu, peak) in best.items():
+                    print(f"{what}, {name}: {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {peak:,.1f} MB")
+                if "before" in best:
+                    ratios = [best["after"][index] / best["before"][index] for index in range(3)]
+                    same = "the same bytes" if len(set(outputs.values())) == 1 else "DIFFERENT OUTPUTS"
+                    print(f"{what}, after / before: time {ratios[0]:.2f}, CPU {ratios[1]:.2f}, peak RSS {ratios[2]:.2f}; {same}")
+    print(f"load average at the end: {' '.join(f'{load:.1f}' for load in os.getloadavg())} · {time.strftime('%H:%M')}")
+
+
+def _replay_to(root: Path, journal: Path, sessions: Path, out: object, *flags: str) -> tuple[float, float, float]:
+    """``tiny-agent replay JOURNAL`` by the code at ``root`` with ``sessions`` as the sessions directory, its output into
+    ``out``: peak RSS MB, wall and CPU seconds."""
+    import time
+
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", REPLAY_PROBE, "replay", str(journal), "--sessions-dir", str(sessions), *flags],
+        stdout=out,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**_env(sessions), "PYTHONPATH": str(root)},
+        cwd=root,
+    )
+    seconds = time.perf_counter() - started
+    lines = done.stderr.strip().splitlines()
+    if done.returncode != 0:
+        raise SystemExit(f"replay of {journal} by {root} failed ({done.returncode}): {lines[-3:]}")
+    figures = lines[-1].split()
+    return int(figures[1]) / 1024, seconds, float(figures[3])
+
+
 def peak_of(*args: str, cwd: Path) -> tuple[int, float, str]:
     """Exit code, peak resident memory in MB, and the last line of stderr before the figure."""
     done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, env=_env(cwd))
@@ -174,7 +242,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="--replay: interleaved rounds (default 2)")
     parser.add_argument("--baseline", type=Path, help="--replay: also by the code of this checkout (before/after)")
     parser.add_argument("--uncompacted", default="", help="--replay: also the uncompacted sessions of these sizes")
+    parser.add_argument("--outside", help="measure replay of the generated journals of these sizes (MB), outside the sessions dir")
     args = parser.parse_args()
+    if args.outside:
+        replay_outside([int(size) for size in args.outside.split(",")], args.repeat, args.baseline)
+        return
     if args.replay:
         sizes = [int(size) for size in args.replay.split(",")]
         replay_sessions(sizes, args.repeat, args.baseline, [int(size) for size in args.uncompacted.split(",") if size])

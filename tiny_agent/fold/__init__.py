@@ -3,7 +3,8 @@
 Pure and deterministic.  ``contract`` (member sets, enumerations, one-rule checks), ``version``,
 ``typed`` (the fast path's shapes), ``books`` and ``core`` (what the rules work over), then one
 module of rules per concept, each reference rule next to its fast twin; ``fold`` (:class:`Fold`:
-lines, header, envelope, dispatch), ``lines`` (chunks to lines) and ``snapshot``.
+lines, header, envelope, dispatch), ``lines`` (chunks to lines), ``snapshot``, and ``spilled`` (a fold that leaves its
+messages in the journal, for a reader of the whole transcript).
 """
 
 from tiny_agent.fold.fold import Fold

@@ -27,8 +27,16 @@ from test_replay_cli import call
 from tiny_agent.errors import CorruptionError, StorageError
 from tiny_agent.fold import Fold, reduce_chunks, spilled
 from tiny_agent.fold import snapshot as snapshots
-from tiny_agent.fold.snapshot import SnapshotReader, capture, decode_older, older_entries, restore, snapshot_frames
-from tiny_agent.fold.spilled import GONE, SpilledEntries
+from tiny_agent.fold.snapshot import (
+    SnapshotReader,
+    SnapshotRefused,
+    capture,
+    decode_older,
+    older_entries,
+    restore,
+    snapshot_frames,
+)
+from tiny_agent.fold.spilled import GONE, NO_ARGUMENTS, SpilledEntries
 from tiny_agent.journal.facts import CompactionEntry, EntryFact
 from tiny_agent.journal.partial import Elder
 from tiny_agent.journal.state import AppliedEntry, SessionState, json_array_pieces
@@ -320,9 +328,36 @@ def check_every_spilled_cut(tmp_path, data: bytes, cuts: list[int]) -> None:
         # Printed from the journal, never put back: the messages it left there are still left there.
         assert not entries.loaded and [entry.id for entry in dict.values(entries) if entry.message is GONE] == gone, cut
         assert (len(state.transcript), len(state.activeContext)) == (len(whole.state.transcript), len(whole.state.activeContext))
+        check_spilled_books(fold, whole, cut)
         # Any other reader gets the whole state.
         assert state.to_json_bytes() == whole.state.to_json_bytes() and entries.loaded, cut
         assert list(state.transcript) == whole.state.transcript and list(state.activeContext) == whole.state.activeContext
+
+
+def check_spilled_books(fold: Fold, whole: Fold, cut: int) -> None:
+    """The books are the whole fold's, but for the arguments of finished runs' calls; such a fold is never stored."""
+    current = getattr(fold.state.operation, "operationId", None)
+    assert list(fold.books.tool_calls) == list(whole.books.tool_calls), cut
+    for key, started in fold.books.tool_calls.items():
+        expected = whole.books.tool_calls[key]
+        if started.arguments is NO_ARGUMENTS:
+            assert started.operationId != current, cut
+            started = msgspec.structs.replace(started, arguments=expected.arguments)
+        assert started == expected, cut
+    assert msgspec.structs.replace(fold.books, tool_calls={}) == msgspec.structs.replace(whole.books, tool_calls={}), cut
+    with pytest.raises(SnapshotRefused, match="arguments"):
+        capture(fold)
+
+
+def test_a_spilled_fold_drops_only_finished_runs_arguments_and_shares_repeated_strings(tmp_path):
+    path = tmp_path / "made.jsonl"
+    write_tool_session(path, runs=6, version=3)
+    fold = fold_spilled(path)
+    calls = list(fold.books.tool_calls.values())
+    finished = [started for started in calls if started.operationId != calls[-1].operationId]
+    assert finished and all(started.arguments is NO_ARGUMENTS for started in finished)
+    assert all(started.arguments for started in calls[len(finished) :])
+    assert len({id(started.toolName) for started in calls}) == len({started.toolName for started in calls})
 
 
 @pytest.mark.parametrize("name", sorted(name for name in JOURNALS if PREFIXES[name]))

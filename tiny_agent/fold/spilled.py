@@ -10,7 +10,8 @@ what a whole fold holds).  ``transcript`` and ``activeContext`` count what is ap
 context holds what a compaction put in it).  Printing reads them in order, one line at a time
 (:meth:`SpilledEntries.in_order`, :func:`~tiny_agent.journal.partial.entries_in_order`), never putting them back;
 any other reader (an encoding of the whole state, an index into the transcript) first puts every message back in
-place (:meth:`SpilledEntries.load`), so it sees what a whole fold gives.
+place (:meth:`SpilledEntries.load`), so it sees what a whole fold gives.  The books' started calls hold less too
+(:class:`SpilledCalls`), which no rule notices; such a fold is never stored as a snapshot.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tiny_agent.fold.contract import Fault
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.fold.transcript_rules import parse_message
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.journal.state import AppliedEntry
+from tiny_agent.journal.state import AppliedEntry, ToolCallState
 from tiny_agent.journal.transcript import Message, UserMessage
 
 LineAt = Callable[[int], bytes]
@@ -58,6 +59,9 @@ def spill(fold: FoldCore, line_at: LineAt, recent: int | None = None) -> Spilled
     if state.entries or state.transcript or state.activeContext:
         raise RuntimeError("only a fold with no entry yet can spill its messages")
     entries = SpilledEntries(fold, line_at, RECENT if recent is None else recent)
+    if fold.books.tool_calls:
+        raise RuntimeError("only a fold with no started call yet can spill its messages")
+    fold.books.tool_calls = SpilledCalls()
     state.entries = entries
     state.transcript = entries.transcript
     state.activeContext = SpilledContext(entries, [], 0)
@@ -144,6 +148,48 @@ class SpilledEntries(dict[str, AppliedEntry]):
             changed = f"the line at byte {start} no longer holds entry {entry.id}"
             raise StorageError(f"the journal changed while it was read: {changed}")
         return message
+
+
+NO_ARGUMENTS: Final[dict[str, Any]] = {}
+"""What a finished run's started calls hold instead of their arguments (never changed: nothing writes to them)."""
+SHARED_LIMIT: Final = 4096
+"""How many distinct tool names, replay keys and environments a fold shares (more are kept as they come)."""
+
+
+class SpilledCalls(dict[str, ToolCallState]):
+    """``books.tool_calls`` holding less: the tool name, replay key and environment of each started call are the
+    strings of the calls before it when equal, and a finished run's calls no longer hold their ``arguments``.
+
+    No rule reads a started call's arguments once it is recorded (they are state only in the current run's
+    ``operation.toolCalls``, and a call is started in the current run only, so a call of another operation means the
+    run before finished).  A snapshot of such books would not be the fold's: ``capture`` refuses it (``spilled``).
+    """
+
+    spilled = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._strings: dict[str, str] = {}
+        self._run: list[ToolCallState] = []
+        """The started calls of the newest run that started one."""
+
+    def __setitem__(self, key: str, call: ToolCallState) -> None:
+        run = self._run
+        if run and run[0].operationId != call.operationId:
+            for finished in run:
+                msgspec.structs.force_setattr(finished, "arguments", NO_ARGUMENTS)
+            run.clear()
+        run.append(call)
+        strings = self._strings
+        for name in ("toolName", "replayKey", "environmentIdentity"):
+            value = getattr(call, name)
+            shared = strings.get(value)
+            if shared is None:
+                if len(strings) < SHARED_LIMIT:
+                    strings[value] = value
+            elif shared is not value:
+                msgspec.structs.force_setattr(call, name, shared)
+        dict.__setitem__(self, key, call)
 
 
 def _gone(message: object) -> bool:

@@ -36,7 +36,7 @@ from tiny_agent.fold.snapshot import (
     restore,
     snapshot_frames,
 )
-from tiny_agent.fold.spilled import GONE, NO_ARGUMENTS, SpilledEntries
+from tiny_agent.fold.spilled import SpilledCalls, SpilledEntries
 from tiny_agent.journal.facts import CompactionEntry, EntryFact
 from tiny_agent.journal.partial import Elder
 from tiny_agent.journal.state import AppliedEntry, SessionState, json_array_pieces
@@ -317,7 +317,7 @@ def check_every_spilled_cut(tmp_path, data: bytes, cuts: list[int]) -> None:
         state = fold.state
         entries = state.entries
         assert isinstance(entries, SpilledEntries)
-        gone = [entry.id for entry in dict.values(entries) if entry.message is GONE]
+        gone = entries.in_journal()
         assert len(gone) == max(0, len(whole.state.transcript) - spilled.RECENT), cut
         for full in (False, True):
             expected = list(old_transcript_lines(whole.state, full, compactions))
@@ -326,7 +326,7 @@ def check_every_spilled_cut(tmp_path, data: bytes, cuts: list[int]) -> None:
         assert b"".join(state.json_pieces(3)) == whole.state.to_json_bytes(), cut
         assert b"".join(json_array_pieces(state.activeContext, 2)) == encode(whole.state.activeContext), cut
         # Printed from the journal, never put back: the messages it left there are still left there.
-        assert not entries.loaded and [entry.id for entry in dict.values(entries) if entry.message is GONE] == gone, cut
+        assert not entries.loaded and entries.in_journal() == gone, cut
         assert (len(state.transcript), len(state.activeContext)) == (len(whole.state.transcript), len(whole.state.activeContext))
         check_spilled_books(fold, whole, cut)
         # Any other reader gets the whole state.
@@ -335,34 +335,34 @@ def check_every_spilled_cut(tmp_path, data: bytes, cuts: list[int]) -> None:
 
 
 def check_spilled_books(fold: Fold, whole: Fold, cut: int) -> None:
-    """The books are the whole fold's, but for the arguments of finished runs' calls; such a fold is never stored."""
+    """The books are the whole fold's, the finished runs' calls rebuilt from their lines; such a fold is never stored."""
     current = getattr(fold.state.operation, "operationId", None)
-    assert list(fold.books.tool_calls) == list(whole.books.tool_calls), cut
-    for key, started in fold.books.tool_calls.items():
-        expected = whole.books.tool_calls[key]
-        if started.arguments is NO_ARGUMENTS:
-            assert started.operationId != current, cut
-            started = msgspec.structs.replace(started, arguments=expected.arguments)
-        assert started == expected, cut
+    calls = fold.books.tool_calls
+    assert isinstance(calls, SpilledCalls)
+    assert list(calls) == list(whole.books.tool_calls), cut
+    assert all(calls.get(key).operationId != current for key in calls.in_journal()), cut
+    assert list(calls.items()) == list(whole.books.tool_calls.items()), cut
     assert msgspec.structs.replace(fold.books, tool_calls={}) == msgspec.structs.replace(whole.books, tool_calls={}), cut
-    with pytest.raises(SnapshotRefused, match="arguments"):
+    with pytest.raises(SnapshotRefused, match="calls in the journal"):
         capture(fold)
 
 
-def test_a_spilled_fold_drops_only_finished_runs_arguments_and_shares_repeated_strings(tmp_path):
+def test_a_spilled_fold_leaves_only_finished_runs_calls_in_the_journal_and_shares_repeated_strings(tmp_path):
     path = tmp_path / "made.jsonl"
     write_tool_session(path, runs=6, version=3)
     fold = fold_spilled(path)
-    calls = list(fold.books.tool_calls.values())
-    finished = [started for started in calls if started.operationId != calls[-1].operationId]
-    assert finished and all(started.arguments is NO_ARGUMENTS for started in finished)
-    assert all(started.arguments for started in calls[len(finished) :])
-    assert len({id(started.toolName) for started in calls}) == len({started.toolName for started in calls})
+    calls = fold.books.tool_calls
+    assert isinstance(calls, SpilledCalls)
+    held = [started for started in dict.values(calls) if type(started) is not int]
+    assert calls.in_journal() and held and calls.in_journal() == list(calls)[: -len(held)]
+    assert len({started.operationId for started in held}) == 1 and all(started.arguments for started in held)
+    assert len({id(started.toolName) for started in held}) == len({started.toolName for started in held})
 
 
 @pytest.mark.parametrize("name", sorted(name for name in JOURNALS if PREFIXES[name]))
 def test_the_spilled_fold_of_a_journal_at_any_line_prints_the_old_rendering(name, tmp_path, monkeypatch):
     monkeypatch.setattr(spilled, "RECENT", 2)  # most messages left in the journal, even in a small one
+    monkeypatch.setattr(spilled, "FLUSH", 2 + 1)  # most fact IDs kept as their hash
     cuts = PREFIXES[name]
     check_every_spilled_cut(tmp_path, JOURNALS[name][: cuts[-1]], cuts)
 
@@ -371,11 +371,38 @@ def test_the_spilled_fold_of_a_journal_at_any_line_prints_the_old_rendering(name
 def test_the_spilled_fold_refuses_a_journal_as_the_whole_fold_does(name, tmp_path, monkeypatch):
     """Same error (code, line, seq, reason) for every journal we have, broken ones included, and at every cut of it."""
     monkeypatch.setattr(spilled, "RECENT", 1)
+    monkeypatch.setattr(spilled, "FLUSH", 1 + 1)  # most fact IDs kept as their hash
     data = JOURNALS[name]
     cuts = sorted({at + 1 for at in range(len(data)) if data[at] == 10} | {len(data)})
     for cut in cuts[:: max(1, len(cuts) // 40)] + cuts[-2:]:
         spilled_outcome = _outcome(lambda cut=cut: spilled_at(tmp_path, data, cut))
         assert spilled_outcome == _outcome(lambda cut=cut: reduce_chunks((data[:cut],))), cut
+
+
+def _reusing(data: bytes, edit: Callable[[dict, str], None]) -> bytes:
+    """A v2 journal whose last toolStarted is edited by ``edit`` with the ID of its first runStarted (a fact far back)."""
+    lines = [json.loads(line) for line in data.splitlines()]
+    facts = [fact for line in lines[1:] for fact in (line if isinstance(line, list) else [line])]
+    first = next(fact["id"] for fact in facts if fact.get("record", {}).get("type") == "runStarted")
+    edit(next(fact for fact in reversed(facts) if fact.get("record", {}).get("type") == "toolStarted"), first)
+    return b"".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for line in lines)
+
+
+@pytest.mark.parametrize("field", ["id", "resultEntryId"])
+def test_the_spilled_fold_finds_an_id_reused_long_after_it_was_held_as_a_hash(field, tmp_path, monkeypatch):
+    """A fact ID (or a reserved one) equal to a fact's far back, whose ID only the hash columns hold: the same refusal."""
+    monkeypatch.setattr(spilled, "RECENT", 1)
+    monkeypatch.setattr(spilled, "FLUSH", 2)
+    made = tmp_path / "made.jsonl"
+    write_tool_session(made, runs=12, version=2)
+
+    def edit(fact: dict, reused: str) -> None:
+        (fact if field == "id" else fact["record"])[field] = reused
+
+    data = _reusing(made.read_bytes(), edit)
+    whole = _outcome(lambda: reduce_chunks((data,)))
+    assert whole != "folded" and whole[0] == "DUPLICATE_ID"
+    assert _outcome(lambda: spilled_at(tmp_path, data, len(data))) == whole
 
 
 def _outcome(fold: Callable[[], object]) -> object:
@@ -388,12 +415,14 @@ def _outcome(fold: Callable[[], object]) -> object:
 
 def test_a_compacted_session_spilled_at_any_line_prints_the_old_rendering(compacted, tmp_path, monkeypatch):
     monkeypatch.setattr(spilled, "RECENT", 3)
+    monkeypatch.setattr(spilled, "FLUSH", 3 + 1)  # most fact IDs kept as their hash
     cuts = [at + 1 for at in range(len(compacted)) if compacted[at] == 10]
     check_every_spilled_cut(tmp_path, compacted, cuts[:: max(1, len(cuts) // 40)] + cuts[-3:])
 
 
 def test_sessions_of_the_writer_spilled_print_as_the_old_rendering(tmp_path, monkeypatch):
     monkeypatch.setattr(spilled, "RECENT", 4)
+    monkeypatch.setattr(spilled, "FLUSH", 4 + 1)  # most fact IDs kept as their hash
     for version in (2, 3):
         path = tmp_path / f"v{version}.jsonl"
         write_tool_session(path, runs=12, version=version)
@@ -406,6 +435,7 @@ def test_replay_of_a_journal_outside_the_sessions_directory_prints_the_full_fold
     monkeypatch.delenv("TINY_AGENT_SESSIONS_DIR", raising=False)
     monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", str(1 << 40))
     monkeypatch.setattr(spilled, "RECENT", 3)
+    monkeypatch.setattr(spilled, "FLUSH", 3 + 1)  # most fact IDs kept as their hash
     name = "20260101T000000Z_" + compacted[compacted.index(b'"id":"') + 6 :][:36].decode() + ".jsonl"
     (tmp_path / "sessions").mkdir()
     (tmp_path / "sessions" / name).write_bytes(compacted)
@@ -434,6 +464,7 @@ def test_a_broken_journal_outside_the_sessions_directory_is_refused_before_anyth
     monkeypatch.delenv("TINY_AGENT_SESSIONS_DIR", raising=False)
     monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", str(1 << 40))
     monkeypatch.setattr(spilled, "RECENT", 1)
+    monkeypatch.setattr(spilled, "FLUSH", 1 + 1)  # most fact IDs kept as their hash
     made = tmp_path / "made.jsonl"
     write_tool_session(made, runs=12, version=3)
     data = made.read_bytes()
@@ -454,6 +485,7 @@ def test_a_broken_journal_outside_the_sessions_directory_is_refused_before_anyth
 
 def test_a_journal_changed_between_the_fold_and_the_print_stops_with_a_storage_error(tmp_path, monkeypatch):
     monkeypatch.setattr(spilled, "RECENT", 1)
+    monkeypatch.setattr(spilled, "FLUSH", 1 + 1)  # most fact IDs kept as their hash
     path = tmp_path / "made.jsonl"
     write_tool_session(path, runs=4, version=2)
     fold = fold_spilled(path)

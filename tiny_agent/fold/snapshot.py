@@ -96,8 +96,8 @@ def capture(fold: Fold) -> FoldSnapshot:
     """The fold as a snapshot, after its last applied line; raises :class:`SnapshotRefused`."""
     if fold.spent or not fold.lines:
         raise SnapshotRefused("the fold is not at a line boundary of an accepted journal")
-    if getattr(fold.books.tool_calls, "spilled", False):  # tiny_agent.fold.spilled: finished calls hold no arguments
-        raise SnapshotRefused("the fold left its finished calls' arguments in the journal")
+    if getattr(fold.books.tool_calls, "spilled", False):  # tiny_agent.fold.spilled: finished runs' calls are in the journal
+        raise SnapshotRefused("the fold left its finished runs' calls in the journal")
     state, books = fold.state, fold.books
     state.load()
     _check_arguments([call.arguments for call in books.tool_calls.values()])

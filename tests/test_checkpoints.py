@@ -34,7 +34,7 @@ from tiny_agent.fold.snapshot import Older, SnapshotInvalid, SnapshotRefused, ca
 from tiny_agent.journal.partial import in_memory
 from tiny_agent.journal.state import AppliedEntry, ToolCallState
 from tiny_agent.oversight.verify import verify
-from tiny_agent.stores import checkpoints
+from tiny_agent.stores import checkpoints, digests
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, Checkpoints, threshold_from
 from tiny_agent.stores.journal import read_journal
 
@@ -406,7 +406,7 @@ def long_session(tmp_path: Path, version: int = 3) -> tuple[Path, RunWriter]:
         run.attempt()
         run.finish(run.answer(f"answer {number}"))
     Checkpoints(tmp_path, threshold=0).read(path)
-    assert path.stat().st_size > 4 * checkpoints.EDGE
+    assert path.stat().st_size > 4 * digests.EDGE
     add_runs(run, 1)
     return path, run
 
@@ -450,7 +450,7 @@ def test_the_next_turn_reads_the_prefix_only_at_its_edges(tmp_path, monkeypatch,
     monkeypatch.undo()
     assert state.to_json_bytes() == read_journal(path).to_json_bytes()
     assert restores.count == 1 and notes == []
-    middle = (checkpoints.EDGE, length - checkpoints.EDGE)
+    middle = (digests.EDGE, length - digests.EDGE)
     assert reads and all(end <= middle[0] or start >= middle[1] for start, end in reads), reads
 
 

@@ -75,6 +75,7 @@ ALLOWED_IMPORTS = (
     "msgspec",
     "__future__",
     "array",
+    "bisect",
     "base64",
     "binascii",
     "codecs",

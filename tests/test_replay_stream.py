@@ -42,6 +42,7 @@ from tiny_agent.journal.partial import Elder
 from tiny_agent.journal.state import AppliedEntry, SessionState, json_array_pieces
 from tiny_agent.loopback.server import LoopbackServer
 from tiny_agent.oversight import render
+from tiny_agent.stores import checkpoints as checkpoints_module
 from tiny_agent.stores.checkpoints import CHECKPOINTS_DIR, KEY_SIZE
 from tiny_agent.stores.files import store as store_module
 from tiny_agent.stores.journal import facts_of, fold_spilled
@@ -457,6 +458,44 @@ def test_replay_of_a_journal_outside_the_sessions_directory_prints_the_full_fold
         assert expected[0] == 0 and ("torn tail" in expected[1]) == (flags in ((), ("--full",)))
         assert call(capsys, "replay", str(outside), "--sessions-dir", str(tmp_path / "sessions"), *flags) == expected
     assert folds == ["dict", "SpilledEntries"] * 4
+
+
+def test_a_long_journal_in_the_sessions_directory_with_no_checkpoint_is_replayed_spilled_and_leaves_none(
+    tmp_path, capsys, monkeypatch, compacted
+):
+    """From SPILL_FROM bytes on, a replay with no usable checkpoint keeps the messages in the journal (and writes no
+    checkpoint, which would need them all); below it, or with a checkpoint, it reads as before: the same output.
+    A checkpoint whose lean restore would decode more than SPILL_FROM bytes is passed over the same way."""
+    monkeypatch.delenv("TINY_AGENT_SESSIONS_DIR", raising=False)
+    monkeypatch.setenv("TINY_AGENT_CHECKPOINT_BYTES", "1")
+    monkeypatch.setattr(spilled, "RECENT", 3)
+    name = "20260101T000000Z_" + compacted[compacted.index(b'"id":"') + 6 :][:36].decode() + ".jsonl"
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    (sessions / name).write_bytes(compacted)
+    folds: list[str] = []
+    real = store_module.FileStore.fold
+
+    def fold(self, session, note, *, lean=False):
+        done = real(self, session, note, lean=lean)
+        folds.append(type(done.state.entries).__name__)
+        return done
+
+    monkeypatch.setattr(store_module.FileStore, "fold", fold)
+    checkpoints = sessions / CHECKPOINTS_DIR
+    outputs = []
+    for spill_from in (len(compacted), len(compacted) + 1):
+        monkeypatch.setattr(checkpoints_module, "SPILL_FROM", spill_from)
+        for flags in ((), ("--json",)):
+            outputs.append(call(capsys, "replay", name[-42:-6], "--sessions-dir", str(sessions), *flags))
+            assert outputs[-1][0] == 0
+        assert any(checkpoints.glob("*")) == (spill_from > len(compacted))
+    assert folds == ["SpilledEntries", "SpilledEntries", "dict", "PartialDict"]
+    assert outputs[:2] == outputs[2:]
+    # With that checkpoint, a lean restore that would hold more than SPILL_FROM bytes of it spills instead.
+    monkeypatch.setattr(checkpoints_module, "SPILL_FROM", 1)
+    spilled_outputs = [call(capsys, "replay", name[-42:-6], "--sessions-dir", str(sessions), *flags) for flags in ((), ("--json",))]
+    assert folds[4:] == ["SpilledEntries", "SpilledEntries"] and spilled_outputs == outputs[:2]
 
 
 def test_a_broken_journal_outside_the_sessions_directory_is_refused_before_anything_is_printed(tmp_path, capsys, monkeypatch):

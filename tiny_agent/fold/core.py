@@ -181,8 +181,12 @@ class Sources:
     def message_ids(self, entries: dict[str, AppliedEntry], count: int) -> list[str]:
         """The IDs of the first ``count`` message entries."""
         if len(self._ids) < count:
-            added = islice(entries.values(), self._scanned, None)
-            self._ids.extend(entry.id for entry in added if entry.message is not None)
+            keys = getattr(entries, "message_keys", None)  # entries that keep messages elsewhere name them cheaply
+            if keys is not None:
+                self._ids.extend(keys(self._scanned))
+            else:
+                added = islice(entries.values(), self._scanned, None)
+                self._ids.extend(entry.id for entry in added if entry.message is not None)
             self._scanned = len(entries)
         return self._ids[:count]
 

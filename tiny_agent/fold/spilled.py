@@ -276,6 +276,10 @@ class SpilledEntries(dict[str, AppliedEntry]):
         for key, entry in islice(_items(self), start, None):
             yield self._whole(key, entry)
 
+    def message_keys(self, start: int) -> Iterator[str]:
+        """The IDs of the message entries from position ``start`` on, without reading their lines."""
+        return (key for key, entry in islice(_items(self), start, None) if type(entry) is int or entry.message is not None)
+
     def values(self) -> Any:
         return self.in_order()
 

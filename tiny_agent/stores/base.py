@@ -73,7 +73,8 @@ class Store(Protocol):
     def fold(self, session: Session, note: Note, *, lean: bool = False) -> Fold:
         """The session folded, from its checkpoint when one checks out (``lean``, for a reader that streams the
         transcript: its older part left there, :meth:`~tiny_agent.stores.checkpoints.Checkpoints.fold`; a journal file
-        with no checkpoint to read or write keeps its messages, :func:`~tiny_agent.stores.journal.fold_spilled`)."""
+        with no checkpoint to read or write, or a long one with none usable, keeps its messages,
+        :func:`~tiny_agent.stores.journal.fold_spilled`)."""
         ...
 
     def resumed(self, session: Session, note: Note) -> Fold | None:

@@ -13,7 +13,7 @@ frame's bytes at a time, never the whole snapshot.  The key says which bytes the
   lines) and their SHA-256;
 - ``file`` and ``edges``: the journal file's identity (device and inode) when
   the checkpoint was written, and the SHA-256 of the prefix's first and last
-  :data:`EDGE` bytes (its header, and the lines just before the checkpoint);
+  :data:`~tiny_agent.stores.digests.EDGE` bytes (its header, and the lines just before the checkpoint);
 - ``chain`` (v3): the seal chain through the last of those lines, which the
   next line's seal must carry;
 - ``fold``: a digest of the fold's own source (and Python's and msgspec's
@@ -55,7 +55,6 @@ import hashlib
 import os
 import stat
 import sys
-import threading
 import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -67,8 +66,9 @@ import msgspec
 from tiny_agent.errors import StorageError, UsageError
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.lines import reduce_chunks
+from tiny_agent.stores.digests import Hashing, PrefixDigest, edges_digest
 from tiny_agent.stores.files.disk import CHUNK_SIZE, open_regular
-from tiny_agent.stores.journal import collector_paused, fold_file
+from tiny_agent.stores.journal import collector_paused, fold_file, fold_spilled
 
 if TYPE_CHECKING:
     from tiny_agent.fold.snapshot import Older, SnapshotReader
@@ -82,14 +82,16 @@ SUFFIX: Final = ".checkpoint"
 THRESHOLD_ENV: Final = "TINY_AGENT_CHECKPOINT_BYTES"
 DEFAULT_THRESHOLD: Final = 8 << 20
 """Folds that read less than this (8 MiB) leave no checkpoint: they are fast enough as they are."""
+SPILL_FROM: Final = 64 << 20
+"""A reader (``replay``) of a journal this long (64 MiB) with no usable checkpoint folds it with its messages left in
+it (:func:`~tiny_agent.stores.journal.fold_spilled`) and leaves no checkpoint: a whole fold would hold about 1.6 times
+the journal in memory (docs/performance.md)."""
 KEY_SIZE: Final = 1024
 """The key line's room, LF included (the key is a few hundred bytes, padded with spaces)."""
 FRAME_LIMIT: Final = 1 << 30
 """A frame is a few MB; a length beyond this is a corrupt file, not an allocation to attempt."""
 SEAL_PROBE: Final = 1 << 20
 """How far past a v3 checkpoint the next line's end (and its seal) is looked for before hashing the prefix."""
-EDGE: Final = 64 << 10
-"""The prefix's edges the next turn hashes instead of the whole: its first and its last 64 KiB."""
 
 Note = Callable[[str], None]
 
@@ -109,7 +111,7 @@ class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
     file: tuple[int, int]
     """The journal's ``(st_dev, st_ino)`` when the checkpoint was written."""
     edges: str
-    """``sha256:<hex>`` of the first and the last :data:`EDGE` bytes of those ``length`` (:func:`_edges`)."""
+    """``sha256:<hex>`` of the first and the last :data:`~tiny_agent.stores.digests.EDGE` bytes of those ``length``."""
     chain: str | None
     """v3: the chain through line ``lines``, which the seal of the next line must carry."""
     body: int
@@ -143,11 +145,14 @@ class Checkpoints:
         """The reduced state of the journal (raises what :func:`~tiny_agent.stores.journal.read_journal` raises)."""
         return self.fold(journal).state
 
-    def fold(self, journal: Path, *, lean: bool = False, edges: bool = False) -> Fold:
+    def fold(self, journal: Path, *, lean: bool = False, edges: bool = False, reader: bool = False) -> Fold:
         """A live fold of the journal's committed lines: from its checkpoint when one checks out, else from line 1.
 
         ``lean``: restored without the entries before the active context, which come back from the checkpoint
         when something asks for them (:class:`~tiny_agent.journal.state.Elder`): what writing the next turn needs.
+        ``reader`` (with ``lean``, for ``replay``): a journal of at least :data:`SPILL_FROM` bytes with no usable
+        checkpoint, or with one whose lean restore would decode more than that (an uncompacted session's active context
+        is its whole transcript), is folded with its messages left in it, and leaves no checkpoint.
         ``edges`` (for writing the next turn): in the file the checkpoint was made from, with a tail too short to
         renew it, the prefix is checked at its edges instead of hashed in full (the module's docstring).
         """
@@ -156,7 +161,7 @@ class Checkpoints:
             return fold_file(journal)
         fd = open_regular(journal)
         try:
-            return self._fold(journal, where, fd, lean, edges)
+            return self._fold(journal, where, fd, lean, edges, reader)
         finally:
             os.close(fd)
 
@@ -186,11 +191,14 @@ class Checkpoints:
             return None
         return self.directory / CHECKPOINTS_DIR / (journal.stem + SUFFIX) if inside else None
 
-    def _fold(self, journal: Path, where: Path, fd: int, lean: bool, edges: bool) -> Fold:
+    def _fold(self, journal: Path, where: Path, fd: int, lean: bool, edges: bool, reader: bool = False) -> Fold:
         size = os.fstat(fd).st_size
         with collector_paused():
             # A tail too short to renew the checkpoint needs no digest of the prefix to extend.
-            start = self._resume(journal, where, fd, size, lean, self.threshold if edges else 0)
+            held = SPILL_FROM if reader else None
+            start = self._resume(journal, where, fd, size, lean, self.threshold if edges else 0, held)
+            if start is None and lean and reader and size >= SPILL_FROM:
+                return fold_spilled(journal)
             if start is None:
                 fold = Fold()
                 offset = 0
@@ -205,10 +213,12 @@ class Checkpoints:
 
     # -- using a checkpoint ----------------------------------------------------------------
 
-    def _resume(self, journal: Path, where: Path, fd: int, size: int, lean: bool = False, edges_below: int = 0) -> Resumed | None:
+    def _resume(
+        self, journal: Path, where: Path, fd: int, size: int, lean: bool = False, edges_below: int = 0, held: int | None = None
+    ) -> Resumed | None:
         try:
-            return _resumed(where, fd, size, lean, edges_below)
-        except FileNotFoundError:
+            return _resumed(where, fd, size, lean, edges_below, held)
+        except (FileNotFoundError, _HoldsTooMuch):
             return None
         except OSError as error:
             reason = f"cannot be read ({error.strerror or error})"
@@ -239,7 +249,7 @@ class Checkpoints:
             lines=fold.lines,
             prefix=prefix.value(),
             file=_file_of(fd),
-            edges=_edges(fd, fold.committed_length),
+            edges=edges_digest(fd, fold.committed_length),
             chain=fold.chain if fold.profile.sealed else None,
             body=0,
         )
@@ -254,7 +264,7 @@ class Resumed(msgspec.Struct):
     """SHA-256 over the journal's first ``offset`` bytes, to extend over the tail (None: the prefix was not hashed)."""
 
 
-def _resumed(where: Path, fd: int, size: int, lean: bool, edges_below: int = 0) -> Resumed:
+def _resumed(where: Path, fd: int, size: int, lean: bool, edges_below: int = 0, held: int | None = None) -> Resumed:
     """The fold a checkpoint holds, once every check passed; raises :class:`Unusable` or OSError.
 
     A tail shorter than ``edges_below``, in the file the checkpoint was made from: the prefix's edges stand for the
@@ -273,14 +283,14 @@ def _resumed(where: Path, fd: int, size: int, lean: bool, edges_below: int = 0) 
             raise Unusable("does not match the journal (the next line's seal carries another chain)")
         changed = Unusable(f"does not match the journal (its first {key.length} bytes changed)")
         if size - key.length < edges_below and key.file == _file_of(fd):
-            if _edges(fd, key.length) != key.edges:
+            if edges_digest(fd, key.length) != key.edges:
                 raise changed
             hashing = None
         else:
-            hashing = _Hashing(fd, key.length)
+            hashing = Hashing(fd, key.length)
         reader = SnapshotReader()
         try:
-            frames, older = _read_frames(checkpoint, body_start, reader, lean)
+            frames, older = _read_frames(checkpoint, body_start, reader, lean, held)
         finally:
             prefix = None if hashing is None else hashing.result()
     if frames != key.body:
@@ -326,89 +336,6 @@ def _file_of(fd: int) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def _edges(fd: int, length: int) -> str:
-    """SHA-256 of the first and the last :data:`EDGE` bytes of the journal's first ``length`` (they may overlap)."""
-    head = os.pread(fd, min(EDGE, length), 0)
-    last = os.pread(fd, min(EDGE, length), max(0, length - EDGE))
-    return "sha256:" + hashlib.sha256(head + last).hexdigest()
-
-
-class _Hashing:
-    """SHA-256 of the journal's first ``length`` bytes, in a thread.
-
-    hashlib and file reads release the GIL, so on a second core this runs
-    while the main thread decodes the snapshot, and costs no time there.
-    """
-
-    def __init__(self, fd: int, length: int) -> None:
-        self._fd = os.dup(fd)
-        self._length = length
-        self._prefix: hashlib._Hash | None = None
-        self._error: OSError | None = None
-        self._thread = threading.Thread(target=self._run, name="checkpoint-digest", daemon=True)
-        self._thread.start()
-
-    def result(self) -> hashlib._Hash:
-        """The prefix's digest (to extend over the tail); raises the OSError that reading met."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        if self._prefix is None:
-            raise RuntimeError("the digest thread ended without a digest")
-        return self._prefix
-
-    def _run(self) -> None:
-        try:
-            self._prefix = _digest_of_range(self._fd, self._length)
-        except OSError as error:
-            self._error = error
-        finally:
-            os.close(self._fd)
-
-
-def _digest_of_range(fd: int, length: int) -> hashlib._Hash:
-    digest = hashlib.sha256()
-    offset = 0
-    while offset < length:
-        chunk = os.pread(fd, min(CHUNK_SIZE, length - offset), offset)
-        if not chunk:
-            raise OSError(0, "the journal shrank while it was read")
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest
-
-
-class PrefixDigest:
-    """SHA-256 of a journal's committed bytes as they stream past: every byte up to the last LF seen.
-
-    Bytes after the last LF (a torn tail, or a line still being read) are
-    held back until their LF arrives, so the digest always covers exactly
-    the committed prefix the fold has read.
-    """
-
-    def __init__(self, digest: hashlib._Hash, length: int = 0) -> None:
-        self._digest = digest
-        self._held: list[bytes] = []
-        self.length = length
-
-    def feed(self, chunk: bytes) -> None:
-        last = chunk.rfind(b"\n")
-        if last == -1:
-            self._held.append(chunk)
-            return
-        for piece in self._held:
-            self._digest.update(piece)
-            self.length += len(piece)
-        self._held = []
-        self._digest.update(memoryview(chunk)[: last + 1])
-        self.length += last + 1
-        if last + 1 < len(chunk):
-            self._held.append(chunk[last + 1 :])
-
-    def value(self) -> str:
-        return "sha256:" + self._digest.hexdigest()
-
-
 def _chunks(fd: int, offset: int, prefix: PrefixDigest | None) -> Iterator[bytes]:
     """The journal's bytes from ``offset`` on, in large chunks, each also fed to ``prefix``."""
     while True:
@@ -436,8 +363,15 @@ def _open_checkpoint(where: Path) -> Iterator[int]:
         os.close(fd)
 
 
-def _read_frames(fd: int, start: int, reader: SnapshotReader, lean: bool) -> tuple[int, _Older | None]:
-    """Feed the checkpoint's frames to ``reader`` one at a time (lean: all but the older entries'); how many there are."""
+class _HoldsTooMuch(Exception):
+    """A lean restore would hold more than its reader wants (an uncompacted session's active context is its whole
+    transcript): the checkpoint is sound, but the reader does better without it."""
+
+
+def _read_frames(fd: int, start: int, reader: SnapshotReader, lean: bool, held: int | None = None) -> tuple[int, _Older | None]:
+    """Feed the checkpoint's frames to ``reader`` one at a time (lean: all but the older entries'); how many there are.
+
+    ``held``: raise :class:`_HoldsTooMuch` rather than decode more than this many bytes of frames after the older part."""
     from tiny_agent.fold.snapshot import SnapshotInvalid
 
     size = os.fstat(fd).st_size
@@ -450,6 +384,8 @@ def _read_frames(fd: int, start: int, reader: SnapshotReader, lean: bool) -> tup
                     position = _frame_end(fd, position, size)
                 older = _Older(fd, first, position)
                 count = reader.frames = 1 + reader.older_frames()
+                if held is not None and size - position > held:
+                    raise _HoldsTooMuch
                 continue
             frame, position = _frame(fd, position, size)
             reader.feed(frame)

@@ -125,10 +125,11 @@ def fold_file(path: Path) -> Fold:
     return fold_chunks(disk.file_chunks(path))
 
 
-def fold_spilled(path: Path) -> Fold:
+def fold_spilled(path: Path, counted: Callable[[int], None] | None = None) -> Fold:
     """The fold of the journal file at ``path`` for a reader of its whole transcript: its older messages stay in the
     file and are read back from their lines when asked for (:mod:`tiny_agent.fold.spilled`), so a long journal is folded
-    and then printed, in two reads, holding the fold's books and not its transcript."""
+    and then printed, in two reads, holding the fold's books and not its transcript.  ``counted`` is told the length of
+    each chunk read."""
     from tiny_agent.fold.spilled import spill
 
     fd = disk.open_regular(path)
@@ -139,6 +140,8 @@ def fold_spilled(path: Path) -> Fold:
         spilled = False
         with collector_paused():
             while chunk := os.read(fd, disk.CHUNK_SIZE):
+                if counted is not None:
+                    counted(len(chunk))
                 if not spilled and (first := chunk.find(b"\n")) != -1:
                     splitter.feed(chunk[: first + 1])  # the header, then its state spills
                     chunk = chunk[first + 1 :]

@@ -109,7 +109,7 @@ class FileStore:
             from tiny_agent.stores.journal import fold_spilled
 
             return fold_spilled(path)
-        return checkpoints.fold(path, lean=lean)
+        return checkpoints.fold(path, lean=lean, reader=lean)  # only replay asks for a lean fold
 
     def resumed(self, session: Session, note: Note) -> Fold | None:
         return self.checkpoints(note).resumed(_path_of(session))

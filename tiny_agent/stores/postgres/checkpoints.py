@@ -15,7 +15,8 @@ from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.lines import reduce_chunks
 from tiny_agent.journal.ids import now_ms
 from tiny_agent.stores import checkpoints
-from tiny_agent.stores.checkpoints import DEFAULT_THRESHOLD, Note, PrefixDigest, Unusable
+from tiny_agent.stores.checkpoints import DEFAULT_THRESHOLD, Note, Unusable
+from tiny_agent.stores.digests import PrefixDigest
 from tiny_agent.stores.journal import collector_paused
 from tiny_agent.stores.postgres import schema as pgschema
 from tiny_agent.stores.postgres.database import BATCH_ROWS, Connection, Database, read_chunks

@@ -541,3 +541,53 @@ def test_sessions_show_lineage(capsys, workspace: Path) -> None:
     table = call(capsys, "sessions", "--all")[1].splitlines()
     assert table[0].split()[-1] == "lineage"
     assert any(line.endswith(f"fork of {upgraded_to['handle']} at line {forked_to['parent']['line']}") for line in table)
+
+
+
+def test_export_of_a_compacted_session_whose_messages_are_left_in_files_gives_the_same_bytes(
+    capsys, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """export --v2 folds its source spilled and checks its copy against a spooled file, which its compaction reads
+    back: with almost every message and fact ID left there, the same bytes as with all of them held."""
+    from tiny_agent.fold import spilled
+
+    script = [replies.read(), replies.answer("one"), replies.answer("two"), replies.answer("Summary of it all.")]
+    base = ["--model", "m", "--durability", "process", "--no-stream"]
+    with LoopbackServer(script) as server:
+        assert call(capsys, "run", "first", "--base-url", server.base_url, *base)[0] == 0
+        assert call(capsys, "run", "second", "--continue", "--base-url", server.base_url, *base)[0] == 0
+        (path,) = journals(workspace)
+        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", "--base-url", server.base_url, "--model", "m", "--no-stream")
+    assert code == 0, err
+    held = tmp_path / "held.jsonl"
+    export_v2(capsys, path, held)
+    monkeypatch.setattr(spilled, "RECENT", 1)
+    monkeypatch.setattr(spilled, "FLUSH", 2)
+    left = tmp_path / "left.jsonl"
+    export_v2(capsys, path, left)
+    assert left.read_bytes() == held.read_bytes()
+
+
+def test_export_and_fork_of_a_session_whose_messages_are_left_in_files_give_the_same_bytes(
+    capsys, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """export --v2 and fork fold their source spilled and check their copy against a spooled file: with almost every
+    message and fact ID left there, they give the same bytes as with all of them held."""
+    from tiny_agent.fold import spilled
+
+    store_dir(workspace).mkdir()
+    parent_path = store_dir(workspace) / journal_name(uuid7(CREATED), CREATED)
+    write_tool_session(parent_path, runs=3, session_id=session_id_of(parent_path))
+    held = tmp_path / "held.jsonl"
+    export_v2(capsys, parent_path, held)
+    monkeypatch.setattr(spilled, "RECENT", 1)
+    monkeypatch.setattr(spilled, "FLUSH", 2)
+    left = tmp_path / "left.jsonl"
+    export_v2(capsys, parent_path, left)
+    assert left.read_bytes() == held.read_bytes()
+    facts = facts_of(parent_path)
+    code, out, err = call(capsys, "fork", str(parent_path), "--at", str(facts[-1]["seq"]), "--json")
+    assert code == 0, err
+    fork = Path(json.loads(out)["path"])
+    assert without(facts_of(fork), "seal") == without(facts, "seal")
+    assert verify(fork).status == "ok"

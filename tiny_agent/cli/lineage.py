@@ -72,7 +72,7 @@ def export(args: Export) -> None:
         if not args.v2:
             write(files.chunks(found))
             return
-        exported = export_v2(lambda: files.chunks(found), path.name, write)
+        exported = export_v2(lambda: files.chunks(found), path.name, write, found.path)
     except CorruptionError as error:
         corrupt(error, path, as_json=False)
     except OSError as error:

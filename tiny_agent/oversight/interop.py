@@ -25,16 +25,16 @@ from tiny_agent.oversight.lineage import (
     ForkPoint,
     Omitted,
     V2Export,
-    attempts_by_step,
     chain_through,
     copied,
     find_fork_point,
     inside_operation,
+    retried_steps,
     scan_prefix,
 )
 from tiny_agent.stores.base import AmbiguousSession, Session, SessionNotFound, Store
 from tiny_agent.stores.files import disk as filestore
-from tiny_agent.stores.journal import WRITER_VERSION, Durability, fold_chunks, lines_of
+from tiny_agent.stores.journal import WRITER_VERSION, Durability, LineSpool, fold_chunks, fold_spilled, lines_of
 
 PARENT_MISMATCH: Final = "PARENT_MISMATCH"
 ORIGIN_MISMATCH: Final = "ORIGIN_MISMATCH"
@@ -55,9 +55,11 @@ class Made(msgspec.Struct):
 class Source:
     """A journal as its fold accepted it: its state, and its committed lines exactly as many as were folded."""
 
-    def __init__(self, chunks: Callable[[], Iterable[bytes]]) -> None:
+    def __init__(self, chunks: Callable[[], Iterable[bytes]], path: Path | None = None) -> None:
+        """``path``: the journal's file, when it is one: its fold leaves the messages in it (a reader of its lines needs
+        the fold's state, not its transcript; :func:`~tiny_agent.stores.journal.fold_spilled`)."""
         self._chunks = chunks
-        self.fold: Fold = fold_chunks(chunks())
+        self.fold: Fold = fold_chunks(chunks()) if path is None else fold_spilled(path)
         self._count = self.fold.lines
 
     @property
@@ -82,7 +84,7 @@ def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> 
         held = path.name if path is not None else f"session {source.id}"
         raise Locked(f"{held} is being written by {holder or 'another process'}; only one writer may hold a session")
     name = Path(source.name).name
-    source_journal = Source(lambda: store.chunks(source))
+    source_journal = Source(lambda: store.chunks(source), path)
     if source_journal.fold.profile.sealed:
         raise UsageError(f"{name} is already a v{source_journal.fold.version} journal: nothing to upgrade (resume it as it is)")
     length = source_journal.fold.committed_length
@@ -94,7 +96,8 @@ def upgrade(store: Store, source: Session, durability: Durability = "fsync") -> 
         return Made(session=earlier, origin=origin, already=True)
     created = now_ms()
     header = _header_like(source_journal.state.header, created, origin=origin)
-    session = store.create_from(header.id, created, copied(source_journal.lines(), header, created), durability, "upgrade")
+    lines = copied(source_journal.lines(), header, created, spool=LineSpool())
+    session = store.create_from(header.id, created, lines, durability, "upgrade")
     return Made(session=session, origin=origin)
 
 
@@ -136,7 +139,7 @@ def _header_like(
 
 def fork(store: Store, parent: Session, at: str, durability: Durability = "fsync") -> Made:
     """A new v3 session starting with the parent's facts through the line ``at`` names; its header names the parent."""
-    source = Source(lambda: store.chunks(parent))
+    source = Source(lambda: store.chunks(parent), parent.path)
     point = find_fork_point(source.lines(), at)
     scan = scan_prefix(source.lines(), point.line)
     if scan.open_operation is not None:
@@ -144,7 +147,8 @@ def fork(store: Store, parent: Session, at: str, durability: Durability = "fsync
     created = now_ms()
     link = Parent(session=source.state.header.id, line=point.line, chain=scan.chain)
     header = _header_like(source.state.header, created, parent=link)
-    session = store.create_from(header.id, created, copied(source.lines(), header, created, point.line), durability, "fork")
+    lines = copied(source.lines(), header, created, point.line, LineSpool())
+    session = store.create_from(header.id, created, lines, durability, "fork")
     return Made(session=session, parent=link, point=point)
 
 
@@ -162,7 +166,7 @@ class Imported(msgspec.Struct):
 def import_journal(store: Store, path: Path, durability: Durability = "fsync") -> Imported:
     """Store a journal file as it is under its own id, once the fold accepts it whole; never over another session."""
     filestore.check_journal_file(path)
-    source = Source(lambda: filestore.file_chunks(path))
+    source = Source(lambda: filestore.file_chunks(path), path)
     session_id = source.state.header.id
     dropped = os.stat(path).st_size - source.fold.committed_length
     lines = (line for _, line in source.lines())
@@ -192,13 +196,16 @@ class Exported(msgspec.Struct):
     """The header link a v2 header cannot carry (``fork of …``), if the session has one."""
 
 
-def export_v2(chunks: Callable[[], Iterable[bytes]], name: str, write: Callable[[Iterable[bytes]], None]) -> Exported:
-    """Hand ``write`` the bytes of the session as a v2 journal (same id; no raw or seal facts; retries folded)."""
-    source = Source(chunks)
+def export_v2(
+    chunks: Callable[[], Iterable[bytes]], name: str, write: Callable[[Iterable[bytes]], None], path: Path | None = None
+) -> Exported:
+    """Hand ``write`` the bytes of the session as a v2 journal (same id; no raw or seal facts; retries folded); ``path``:
+    its file, if it is one (:class:`Source`)."""
+    source = Source(chunks, path)
     state = source.state
     refuse_unexportable(state, name)
     header = _header_like(state.header, state.header.createdAt, version=2)
-    export = V2Export(header, attempts_by_step(source.lines()))
+    export = V2Export(header, retried_steps(source.lines()), LineSpool())
     write(line + b"\n" for line in export.lines(source.lines()))
     return Exported(omitted=export.omitted, lineage=lineage_words(state.origin, state.parent))
 

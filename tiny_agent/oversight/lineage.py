@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final
+from typing import Final, Protocol
 
 import msgspec
 
 from tiny_agent.errors import CorruptionError, NotFound, TinyAgentError, UsageError
 from tiny_agent.fold.contract import is_blank
 from tiny_agent.fold.fold import Fold
+from tiny_agent.fold.spilled import spill
 from tiny_agent.journal.facts import HeaderLine, SealFact, encode_header
 from tiny_agent.journal.ids import uuid7
 from tiny_agent.journal.state import CompactionOperation, RunOperation
@@ -64,6 +65,19 @@ def _raw_int(value: int) -> msgspec.Raw:
 # -- writing new lines ----------------------------------------------------------------
 
 
+class Spool(Protocol):
+    """Where a copy's lines are kept as they are made, read back by the offset they start at: the copy's check folds
+    them with their messages left there (:func:`~tiny_agent.fold.spilled.spill`), so a long copy holds the fold's books,
+    not its transcript."""
+
+    def keep(self, line: bytes) -> None:
+        """Keep the next line (without its LF)."""
+
+    def __call__(self, offset: int) -> bytes:
+        """The kept line that starts at ``offset``, without its LF."""
+        ...
+
+
 class Rewriter:
     """The lines of a new journal from copied facts: ``seq`` renumbered, a seal ending each line (v3), each line checked.
 
@@ -72,11 +86,16 @@ class Rewriter:
     fact and an array for several (session-v2 §16).
     """
 
-    def __init__(self, header: HeaderLine) -> None:
+    def __init__(self, header: HeaderLine, spool: Spool | None = None) -> None:
         self.header_line = encode_header(header)
         self._fold = Fold()
+        self._spool = spool
+        if spool is not None:
+            spool.keep(self.header_line)
         self._check(self._fold.apply_header, self.header_line)
         self._sealed = self._fold.profile.sealed
+        if spool is not None:
+            spill(self._fold, spool)
 
     def line(self, facts: list[Members], timestamp: int) -> bytes:
         """The next line holding ``facts`` (renumbered); ``timestamp`` stamps its seal (the transaction's own time)."""
@@ -91,6 +110,8 @@ class Rewriter:
         if not out:
             raise ValueError("a v2 line needs at least one fact")
         line = _encode(out) if self._sealed or len(out) > 1 else _encode(out[0])
+        if self._spool is not None:
+            self._spool.keep(line)  # before its check, which may read its own messages back
         self._check(fold.apply_line, line)
         return line
 
@@ -112,10 +133,12 @@ class Rewriter:
 # -- upgrade and fork ---------------------------------------------------------------------
 
 
-def copied(lines: Lines, header: HeaderLine, closed_at: int, through: int | None = None) -> Iterator[bytes]:
+def copied(
+    lines: Lines, header: HeaderLine, closed_at: int, through: int | None = None, spool: Spool | None = None
+) -> Iterator[bytes]:
     """The v3 journal of the facts of lines 2..``through`` (all) of another, sealed anew (its own seals dropped):
     an upgrade of a v2 journal, or a fork."""
-    copy = Rewriter(header)
+    copy = Rewriter(header, spool)
     yield copy.header_line
     for number, line in itertools.islice(lines, through):
         if number > 1:
@@ -303,13 +326,6 @@ def inside_operation(point: ForkPoint, scan: PrefixScan) -> str:
 # -- export to v2 ---------------------------------------------------------------------------
 
 
-class StepAttempts(msgspec.Struct):
-    first: str
-    """Attempt 1's id: where the usage of dropped attempts goes."""
-    last: int
-    """The step's highest attempt number."""
-
-
 class Omitted(msgspec.Struct):
     """What a v2 export left out, counted as it goes."""
 
@@ -346,9 +362,10 @@ class Omitted(msgspec.Struct):
         return "left out: " + "; ".join(parts)
 
 
-def attempts_by_step(lines: Lines) -> dict[str, StepAttempts]:
-    """Each step's first attempt id and highest attempt number (what folding its retries needs)."""
-    steps: dict[str, StepAttempts] = {}
+def retried_steps(lines: Lines) -> dict[str, int]:
+    """The highest attempt number of each step that was retried (what folding its retries needs); a step tried once is
+    not held, so a long session's export holds its retries, not its steps."""
+    steps: dict[str, int] = {}
     for number, line in lines:
         if number == 1:
             continue
@@ -356,12 +373,10 @@ def attempts_by_step(lines: Lines) -> dict[str, StepAttempts]:
             record = _attempt_record(fact)
             if record is None:
                 continue
-            step_id = _text(record["stepId"])
             attempt = _number(record["attempt"])
-            if attempt == 1:
-                steps[step_id] = StepAttempts(first=_text(record["attemptId"]), last=1)
-            else:
-                steps[step_id].last = max(steps[step_id].last, attempt)
+            if attempt > 1:
+                step_id = _text(record["stepId"])
+                steps[step_id] = max(steps.get(step_id, 0), attempt)
     return steps
 
 
@@ -376,9 +391,12 @@ class V2Export:
     """A journal's facts as a v2 journal (docs/journal.md, *Export*): no raw, mcp or seal facts, a step's attempt 1
     and its last (renumbered 2), the usage of the attempts between moved onto attempt 1."""
 
-    def __init__(self, header: HeaderLine, steps: dict[str, StepAttempts]) -> None:
-        self._copy = Rewriter(header)
-        self._steps = steps
+    def __init__(self, header: HeaderLine, retried: dict[str, int], spool: Spool | None = None) -> None:
+        self._copy = Rewriter(header, spool)
+        self._retried = retried
+        """Each retried step's highest attempt number (:func:`retried_steps`)."""
+        self._first: dict[str, str] = {}
+        """Each retried step's attempt 1 id, met before its later attempts: where the usage of dropped attempts goes."""
         self._moved_to: dict[str, str] = {}
         self._silent: set[str] = set()
         """Refusals without text: v2's `normal` completion needs text, so their run is written as failed."""
@@ -417,9 +435,12 @@ class V2Export:
     def _attempt(self, fact: Members, record: Members) -> Members | None:
         """Attempts kept as v2 has them, their snapshots without the v3 ``requestOptions`` and ``git`` (never digested)."""
         attempt = _number(record["attempt"])
-        step = self._steps[_text(record["stepId"])]
-        if 1 < attempt < step.last:
-            self._moved_to[_text(record["attemptId"])] = step.first
+        step_id = _text(record["stepId"])
+        last = self._retried.get(step_id, 1)
+        if attempt == 1 and last > 1:
+            self._first[step_id] = _text(record["attemptId"])
+        if 1 < attempt < last:
+            self._moved_to[_text(record["attemptId"])] = self._first[step_id]
             self.omitted.attempts_dropped += 1
             return None
         if attempt > 2:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -188,6 +189,28 @@ class _LinesAt:
                 offset += len(piece)
         except OSError as error:
             raise StorageError(f"the journal cannot be read again ({error.strerror or error})") from None
+
+
+class LineSpool:
+    """Lines kept in an unnamed temporary file (0600, gone when closed) as they are made, read back by the offset they
+    start at: what a journal's copy checks its new lines against (:class:`~tiny_agent.oversight.lineage.Spool`)."""
+
+    def __init__(self) -> None:
+        with tempfile.TemporaryFile() as file:
+            self._fd = os.dup(file.fileno())
+        weakref.finalize(self, os.close, self._fd)
+        self._lines = _LinesAt(self._fd)
+
+    def keep(self, line: bytes) -> None:
+        view = memoryview(line + b"\n")
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as error:
+            raise StorageError(f"the copy's lines cannot be kept in a temporary file ({error.strerror or error})") from None
+
+    def __call__(self, offset: int) -> bytes:
+        return self._lines(offset)
 
 
 @contextmanager

@@ -193,7 +193,7 @@ def audit(args: Audit) -> None:
     found = Where(args.stored).find(args.session)
     path = found.path
     try:
-        report = audit_chunks(found.chunks(), found.name, found.store.resumed(found.session, progress))
+        report = audit_chunks(found.chunks(), found.name, found.store.resumed(found.session, progress), found.session.path)
     except CorruptionError as error:
         corrupt(error, path, as_json)
     except OSError as error:

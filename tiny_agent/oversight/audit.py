@@ -12,7 +12,7 @@ from typing import Final, Literal
 import msgspec
 from msgspec import UNSET
 
-from tiny_agent.agent.compaction import estimate_tokens
+from tiny_agent.agent.compaction import CHARS_PER_TOKEN, estimate_tokens, size
 from tiny_agent.agent.recovery import RETRYABLE_STATUSES
 from tiny_agent.agent.settlement import Settlement, settle_derived, summary_settlement
 from tiny_agent.agent.transactions import USAGE_OVERFLOW
@@ -27,6 +27,7 @@ from tiny_agent.journal.facts import (
     EntryFact,
     Fact,
     McpFact,
+    OperationFinished,
     PreExecutionResultEntry,
     RawFact,
     Record,
@@ -42,7 +43,7 @@ from tiny_agent.journal.state import outcome_summary
 from tiny_agent.journal.transcript import AssistantMessage, Message, Usage, compaction_summary_message
 from tiny_agent.oversight.mcp import mcp_lines
 from tiny_agent.stores.files import disk as filestore
-from tiny_agent.stores.journal import CheckedFacts, collector_paused
+from tiny_agent.stores.journal import CheckedFacts, collector_paused, lines_at
 from tiny_agent.wire.registry import Derivation, StreamFacts, derive
 from tiny_agent.wire.seam import Accepted
 
@@ -189,23 +190,27 @@ class AuditReport(msgspec.Struct):
 
 
 class _Context:
-    """The active context as the journal builds it, with a running digest of its canonical JSON (a hash of
-    ``[m1,m2,…`` extended as messages are appended, copied and closed when an attempt needs it)."""
+    """The active context as the journal builds it, counted rather than held: its length, its size in characters
+    (what the token estimate reads; :func:`~tiny_agent.agent.compaction.size` adds up message by message) and a
+    running digest of its canonical JSON (a hash of ``[m1,m2,…`` extended as messages are appended, copied and closed
+    when an attempt needs it). An uncompacted session's context is its whole transcript."""
 
     def __init__(self) -> None:
         self.reset([])
 
     def reset(self, messages: list[Message]) -> None:
         self._hash = hashlib.sha256(b"[")
-        self.messages: list[Message] = []
+        self.length = 0
+        self.chars = 0
         for message in messages:
             self.append(message)
 
     def append(self, message: Message) -> None:
-        if self.messages:
+        if self.length:
             self._hash.update(b",")
         self._hash.update(canonical_json(msgspec.to_builtins(message)))
-        self.messages.append(message)
+        self.length += 1
+        self.chars += size([message])
 
     def digest(self) -> str:
         closed = self._hash.copy()
@@ -216,27 +221,25 @@ class _Context:
 def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
     """Audit the journal at ``path`` (CorruptionError if the reducer refuses it); the lines ``checkpoint`` (a checked
     checkpoint's fold) covers are read, not folded again."""
-    return audit_chunks(filestore.file_chunks(path), str(path), checkpoint)
+    return audit_chunks(filestore.file_chunks(path), str(path), checkpoint, path)
 
 
-def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = None) -> AuditReport:
-    """Audit a journal given as its bytes in chunks, from any store (``name`` is how the report names it)."""
+def audit_chunks(
+    chunks: Iterable[bytes], name: str, checkpoint: Fold | None = None, path: Path | None = None
+) -> AuditReport:
+    """Audit a journal given as its bytes in chunks, from any store (``name`` is how the report names it); ``path``:
+    its file, if it is one, where a fold from its start leaves the older messages (the audit reads the facts as they
+    pass, not the transcript)."""
     walk = _Walk()
-    checked = CheckedFacts(chunks, checkpoint)
+    checked = CheckedFacts(chunks, checkpoint, lines_at(path) if path is not None and checkpoint is None else None)
     with collector_paused():
         for line, transaction in checked:
             for fact in transaction:
                 walk.fact(fact, line)
     state = checked.finish()
     walk.close_pieces()
+    walk.finish(walk.unfinished)
     attempts = list(walk.attempts.values())
-    for attempt in attempts:
-        attempt_id = attempt.attemptId
-        _finish_attempt(
-            attempt, walk.raw_bodies.get(attempt_id), walk.canonical.get(attempt_id), walk.derivations.get(attempt_id)
-        )
-        if attempt.settled == "compaction":
-            _check_summary(attempt, walk.raw_bodies.get(attempt_id), walk.summaries.get(attempt_id))
     # What the seam dropped, and what a stream's reassembly did not carry (provider-only members too).
     responses = [attempt.response for attempt in attempts if attempt.response]
     dropped = Counter(path for r in responses for path in r.dropped + (r.stream.not_carried if r.stream else []))
@@ -288,6 +291,20 @@ class _Walk:
         self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
         self.mcp: list[str] = []
+        self.unfinished: list[AttemptAudit] = []
+        """The attempts of the current operation: checked, and their bodies let go, once it finishes (no later fact
+        can name an attempt of a finished operation), so the walk holds one operation's responses, not the journal's."""
+
+    def finish(self, attempts: list[AttemptAudit]) -> None:
+        """Check each attempt against today's seam (notes, drift), then let go of what only that needed."""
+        for attempt in attempts:
+            attempt_id = attempt.attemptId
+            raw = self.raw_bodies.pop(attempt_id, None)
+            _finish_attempt(attempt, raw, self.canonical.pop(attempt_id, None), self.derivations.pop(attempt_id, None))
+            summary = self.summaries.pop(attempt_id, None)
+            if attempt.settled == "compaction":
+                _check_summary(attempt, raw, summary)
+        attempts.clear()
 
     def fact(self, fact: Fact, line: int) -> None:
         self._line = line
@@ -328,7 +345,8 @@ class _Walk:
                 attempt = self.attempts[entry.attemptId]
                 attempt.settled = "assistant"
                 attempt.stopReason = entry.stopReason
-                self.canonical[entry.attemptId] = entry.message
+                if entry.attemptId in self.raw_bodies:  # compared with what today's seam makes of it
+                    self.canonical[entry.attemptId] = entry.message
             case StartedToolResultEntry():
                 self.context.append(entry.message)
                 tool = self.tools[entry.toolStartedId]
@@ -351,14 +369,14 @@ class _Walk:
     def _counted(self, usage: Usage) -> None:
         if self.counted is None and self.compactions:  # the first run request after a compaction
             self.compactions[-1].tokensAfter, self.compactions[-1].afterCounted = usage.prompt_total, True
-        self.counted = (usage.prompt_total + usage.output, len(self.context.messages))
+        self.counted = (usage.prompt_total + usage.output, self.context.chars)
 
     def _compaction(self, entry_id: str, entry: CompactionEntry) -> None:
-        before = self.context.messages
+        before = self.context
         kept = [item.message for item in entry.retainedTail]
-        tokens, counted = estimate_tokens(before), self.counted is not None
-        if self.counted is not None:
-            tokens = self.counted[0] + estimate_tokens(before[self.counted[1] :])
+        tokens, counted = before.chars // CHARS_PER_TOKEN, self.counted is not None
+        if self.counted is not None:  # the provider's count, then an estimate of what came after it
+            tokens = self.counted[0] + (before.chars - self.counted[1]) // CHARS_PER_TOKEN
         self.counted, piece = None, self.piece_of.pop(entry.operationId, None)
         item = CompactionAudit(
             entryId=entry_id,
@@ -366,7 +384,7 @@ class _Walk:
             line=self._line,
             summaryChars=len(entry.summary),
             compactedThroughEntryId=entry.compactedThroughEntryId,
-            messagesBefore=len(before),
+            messagesBefore=before.length,
             messagesAfter=len(kept) + 1,
             tokensBefore=tokens,
             tokensAfter=estimate_tokens([compaction_summary_message(entry.summary), *kept]),
@@ -402,6 +420,8 @@ class _Walk:
                 aborted = record.error.code == "aborted"
                 attempt.settled = "aborted" if aborted else "failed"
                 attempt.failure = f"{record.error.code}: {record.error.message}"
+            case OperationFinished():
+                self.finish(self.unfinished)
             case ToolStarted():
                 self.tools[fact_id] = ToolAudit(
                     toolName=record.toolName,
@@ -417,7 +437,7 @@ class _Walk:
             self.latest_attempt_of_step[record.stepId].settled = "retried"
             messages, digest = first.requestMessages, first.requestDigest
         else:
-            messages, digest = len(self.context.messages), self.context.digest()
+            messages, digest = self.context.length, self.context.digest()
         snapshot = record.configurationSnapshot
         attempt = AttemptAudit(
             number=len(self.attempts) + 1,
@@ -434,6 +454,7 @@ class _Walk:
             requestDigest=digest,
         )
         self.attempts[record.attemptId] = attempt
+        self.unfinished.append(attempt)
         for item in snapshot.instructions or []:
             self.instructions.setdefault((item.path, item.digest), InstructionAudit(item.path, item.digest, attempt.number))
         git = snapshot.git

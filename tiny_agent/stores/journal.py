@@ -156,6 +156,16 @@ def fold_spilled(path: Path, counted: Callable[[int], None] | None = None) -> Fo
     return fold
 
 
+def lines_at(path: Path) -> Callable[[int], bytes]:
+    """The committed lines of the journal file at ``path`` by the offset they start at (its own descriptor, closed
+    when the reader is let go)."""
+    fd = disk.open_regular(path)
+    try:
+        return _LinesAt(fd)
+    finally:
+        os.close(fd)
+
+
 class _LinesAt:
     """A journal's committed lines by the offset they start at, read a block at a time (reading on is the usual case)."""
 
@@ -277,10 +287,14 @@ class CheckedFacts:
     only once the fold accepted its line, then :meth:`finish`; lines ``fold`` already holds (a checkpoint's) are not
     folded again."""
 
-    def __init__(self, chunks: Iterable[bytes], fold: Fold | None = None) -> None:
+    def __init__(self, chunks: Iterable[bytes], fold: Fold | None = None, line_at: Callable[[int], bytes] | None = None) -> None:
+        """``line_at``: the journal's line at an offset, for a fold from its start that leaves its older messages there
+        (:func:`fold_spilled`; a reader of the facts needs the fold's verdict and books, not its transcript)."""
         self._chunks = chunks
-        self._splitter = LineSplitter(Fold() if fold is None else fold)
+        self._fold = Fold() if fold is None else fold
+        self._splitter = LineSplitter(self._fold)
         self._folded = 0 if fold is None else fold.committed_length
+        self._spill_at = line_at if fold is None else None
 
     def __iter__(self) -> Iterator[tuple[int, list[Fact]]]:
         return facts_of(self._folded_first())
@@ -294,7 +308,15 @@ class CheckedFacts:
         offset = 0
         for chunk in chunks:
             offset += len(chunk)
-            if offset > self._folded:
+            if self._spill_at is not None and (first := chunk.find(b"\n")) != -1:
+                from tiny_agent.fold.spilled import spill
+
+                splitter.feed(chunk[: first + 1])  # the header, then the state spills
+                if not splitter.failed:
+                    spill(self._fold, self._spill_at)
+                splitter.feed(chunk[first + 1 :])
+                self._spill_at = None
+            elif offset > self._folded:
                 splitter.feed(chunk[max(0, len(chunk) - (offset - self._folded)) :])
             if splitter.failed:
                 for rest in chunks:

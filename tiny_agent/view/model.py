@@ -229,7 +229,7 @@ def build_view_of(
     rows: int = ROW_ATTEMPTS,
 ) -> SessionView:
     """Read a session of a store (raises CorruptionError if the reducer refuses it)."""
-    report = audit_chunks(store.chunks(session), session.name)
+    report = audit_chunks(store.chunks(session), session.name, path=session.path)
     verdict = verify_in(store, session)
     header = next(msgspec.json.decode(line, type=HeaderLine) for _, line in lines_of(store.chunks(session)))
     walk = _Walk(report, prices, full=max(0, full), rows=max(full, rows))

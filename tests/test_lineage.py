@@ -367,7 +367,8 @@ def test_export_of_a_crashed_and_resumed_session(capsys, workspace: Path, tmp_pa
     assert_round_trip(capsys, path, tmp_path / "v2.jsonl")
 
 
-def test_export_of_a_compacted_session(capsys, workspace: Path, tmp_path: Path) -> None:
+def compacted_session(capsys, workspace: Path) -> Path:
+    """Two runs against the loopback, then compacted: the session's journal."""
     script = [replies.read(), replies.answer("one"), replies.answer("two"), replies.answer("Summary of it all.")]
     base = ["--model", "m", "--durability", "process", "--no-stream"]
     with LoopbackServer(script) as server:
@@ -376,6 +377,11 @@ def test_export_of_a_compacted_session(capsys, workspace: Path, tmp_path: Path) 
         (path,) = journals(workspace)
         code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", "--base-url", server.base_url, "--model", "m", "--no-stream")
     assert code == 0, err
+    return path
+
+
+def test_export_of_a_compacted_session(capsys, workspace: Path, tmp_path: Path) -> None:
+    path = compacted_session(capsys, workspace)
     assert read_journal(path).activeContext[0].content.startswith("[Compacted history]")
     assert_round_trip(capsys, path, tmp_path / "v2.jsonl")
 
@@ -544,21 +550,10 @@ def test_sessions_show_lineage(capsys, workspace: Path) -> None:
 
 
 
-def test_export_of_a_compacted_session_whose_messages_are_left_in_files_gives_the_same_bytes(
-    capsys, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """export --v2 folds its source spilled and checks its copy against a spooled file, which its compaction reads
-    back: with almost every message and fact ID left there, the same bytes as with all of them held."""
+def assert_spilled_export_is_the_held_one(capsys, path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """export --v2 with almost every message and fact ID left in files (1 message, 2 IDs held) gives the same bytes."""
     from tiny_agent.fold import spilled
 
-    script = [replies.read(), replies.answer("one"), replies.answer("two"), replies.answer("Summary of it all.")]
-    base = ["--model", "m", "--durability", "process", "--no-stream"]
-    with LoopbackServer(script) as server:
-        assert call(capsys, "run", "first", "--base-url", server.base_url, *base)[0] == 0
-        assert call(capsys, "run", "second", "--continue", "--base-url", server.base_url, *base)[0] == 0
-        (path,) = journals(workspace)
-        code, _, err = call(capsys, "compact", str(path), "--keep-tokens", "7", "--base-url", server.base_url, "--model", "m", "--no-stream")
-    assert code == 0, err
     held = tmp_path / "held.jsonl"
     export_v2(capsys, path, held)
     monkeypatch.setattr(spilled, "RECENT", 1)
@@ -568,23 +563,23 @@ def test_export_of_a_compacted_session_whose_messages_are_left_in_files_gives_th
     assert left.read_bytes() == held.read_bytes()
 
 
+def test_export_of_a_compacted_session_whose_messages_are_left_in_files_gives_the_same_bytes(
+    capsys, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """export --v2 folds its source spilled and checks its copy against a spooled file, which its compaction reads
+    back: with almost every message and fact ID left there, the same bytes as with all of them held."""
+    assert_spilled_export_is_the_held_one(capsys, compacted_session(capsys, workspace), tmp_path, monkeypatch)
+
+
 def test_export_and_fork_of_a_session_whose_messages_are_left_in_files_give_the_same_bytes(
     capsys, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """export --v2 and fork fold their source spilled and check their copy against a spooled file: with almost every
     message and fact ID left there, they give the same bytes as with all of them held."""
-    from tiny_agent.fold import spilled
-
     store_dir(workspace).mkdir()
     parent_path = store_dir(workspace) / journal_name(uuid7(CREATED), CREATED)
     write_tool_session(parent_path, runs=3, session_id=session_id_of(parent_path))
-    held = tmp_path / "held.jsonl"
-    export_v2(capsys, parent_path, held)
-    monkeypatch.setattr(spilled, "RECENT", 1)
-    monkeypatch.setattr(spilled, "FLUSH", 2)
-    left = tmp_path / "left.jsonl"
-    export_v2(capsys, parent_path, left)
-    assert left.read_bytes() == held.read_bytes()
+    assert_spilled_export_is_the_held_one(capsys, parent_path, tmp_path, monkeypatch)
     facts = facts_of(parent_path)
     code, out, err = call(capsys, "fork", str(parent_path), "--at", str(facts[-1]["seq"]), "--json")
     assert code == 0, err

@@ -291,6 +291,9 @@ class _Walk:
         self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
         self.mcp: list[str] = []
+        self._shared: dict[str, str] = {}
+        """One string object for each value the report's rows repeat (a model, a digest, a tool's name): msgspec
+        decodes a fresh one on every line, and a long session has a row per attempt and per call."""
         self.unfinished: list[AttemptAudit] = []
         """The attempts of the current operation: checked, and their bodies let go, once it finishes (no later fact
         can name an attempt of a finished operation), so the walk holds one operation's responses, not the journal's."""
@@ -423,11 +426,12 @@ class _Walk:
             case OperationFinished():
                 self.finish(self.unfinished)
             case ToolStarted():
+                share = self._shared.setdefault
                 self.tools[fact_id] = ToolAudit(
-                    toolName=record.toolName,
+                    toolName=share(record.toolName, record.toolName),
                     toolCallId=record.toolCallId,
-                    replay=record.replay,
-                    replayKey=record.replayKey,
+                    replay=share(record.replay, record.replay),
+                    replayKey=share(record.replayKey, record.replayKey),
                     outcome="pending",
                 )
 
@@ -439,16 +443,17 @@ class _Walk:
         else:
             messages, digest = self.context.length, self.context.digest()
         snapshot = record.configurationSnapshot
+        share = self._shared.setdefault
         attempt = AttemptAudit(
             number=len(self.attempts) + 1,
             operationId=record.operationId,
             stepId=record.stepId,
             attemptId=record.attemptId,
             attempt=record.attempt,
-            model=snapshot.model,
-            configurationDigest=record.configurationDigest,
-            systemPromptDigest=snapshot.systemPromptDigest,
-            adapterIdentity=snapshot.adapterIdentity,
+            model=share(snapshot.model, snapshot.model),
+            configurationDigest=share(record.configurationDigest, record.configurationDigest),
+            systemPromptDigest=share(snapshot.systemPromptDigest, snapshot.systemPromptDigest),
+            adapterIdentity=share(snapshot.adapterIdentity, snapshot.adapterIdentity),
             contextThroughEntryId=record.contextThroughEntryId,
             requestMessages=messages,
             requestDigest=digest,

@@ -190,10 +190,9 @@ class AuditReport(msgspec.Struct):
 
 
 class _Context:
-    """The active context as the journal builds it, counted rather than held: its length, its size in characters
-    (what the token estimate reads; :func:`~tiny_agent.agent.compaction.size` adds up message by message) and a
-    running digest of its canonical JSON (a hash of ``[m1,m2,…`` extended as messages are appended, copied and closed
-    when an attempt needs it). An uncompacted session's context is its whole transcript."""
+    """The active context as the journal builds it, counted, not held (an uncompacted one is the whole transcript): its
+    length, its size in characters (the token estimate's :func:`~tiny_agent.agent.compaction.size` adds up message by
+    message) and a running digest of its canonical JSON (a hash of ``[m1,m2,…`` extended as messages are appended)."""
 
     def __init__(self) -> None:
         self.reset([])
@@ -224,12 +223,9 @@ def audit(path: Path, checkpoint: Fold | None = None) -> AuditReport:
     return audit_chunks(filestore.file_chunks(path), str(path), checkpoint, path)
 
 
-def audit_chunks(
-    chunks: Iterable[bytes], name: str, checkpoint: Fold | None = None, path: Path | None = None
-) -> AuditReport:
+def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = None, path: Path | None = None) -> AuditReport:
     """Audit a journal given as its bytes in chunks, from any store (``name`` is how the report names it); ``path``:
-    its file, if it is one, where a fold from its start leaves the older messages (the audit reads the facts as they
-    pass, not the transcript)."""
+    its file, if it is one, where the fold leaves the older messages (the audit reads facts, not the transcript)."""
     walk = _Walk()
     checked = CheckedFacts(chunks, checkpoint, lines_at(path) if path is not None and checkpoint is None else None)
     with collector_paused():
@@ -292,11 +288,9 @@ class _Walk:
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
         self.mcp: list[str] = []
         self._shared: dict[str, str] = {}
-        """One string object for each value the report's rows repeat (a model, a digest, a tool's name): msgspec
-        decodes a fresh one on every line, and a long session has a row per attempt and per call."""
+        """One object for each string the rows repeat (a model, a digest): msgspec decodes every line's afresh."""
         self.unfinished: list[AttemptAudit] = []
-        """The attempts of the current operation: checked, and their bodies let go, once it finishes (no later fact
-        can name an attempt of a finished operation), so the walk holds one operation's responses, not the journal's."""
+        """The current operation's attempts, checked (their bodies then let go) once no later fact can name them."""
 
     def finish(self, attempts: list[AttemptAudit]) -> None:
         """Check each attempt against today's seam (notes, drift), then let go of what only that needed."""

@@ -380,18 +380,22 @@ def test_the_spilled_fold_refuses_a_journal_as_the_whole_fold_does(name, tmp_pat
         assert spilled_outcome == _outcome(lambda cut=cut: reduce_chunks((data[:cut],))), cut
 
 
-def _reusing(data: bytes, edit: Callable[[dict, str], None]) -> bytes:
-    """A v2 journal whose last toolStarted is edited by ``edit`` with the ID of its first runStarted (a fact far back)."""
+def _reusing(data: bytes, edit: Callable[[dict, str], None], reused: str = "fact") -> bytes:
+    """A v2 journal whose last toolStarted is edited by ``edit`` with the ID of its first runStarted (a fact far back),
+    or with the operation ID that fact reserved (``reused="operation"``)."""
     lines = [json.loads(line) for line in data.splitlines()]
     facts = [fact for line in lines[1:] for fact in (line if isinstance(line, list) else [line])]
-    first = next(fact["id"] for fact in facts if fact.get("record", {}).get("type") == "runStarted")
+    started = next(fact for fact in facts if fact.get("record", {}).get("type") == "runStarted")
+    first = started["id"] if reused == "fact" else started["record"]["operationId"]
     edit(next(fact for fact in reversed(facts) if fact.get("record", {}).get("type") == "toolStarted"), first)
     return b"".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for line in lines)
 
 
+@pytest.mark.parametrize("reused", ["fact", "operation"])
 @pytest.mark.parametrize("field", ["id", "resultEntryId"])
-def test_the_spilled_fold_finds_an_id_reused_long_after_it_was_held_as_a_hash(field, tmp_path, monkeypatch):
-    """A fact ID (or a reserved one) equal to a fact's far back, whose ID only the hash columns hold: the same refusal."""
+def test_the_spilled_fold_finds_an_id_reused_long_after_it_was_held_as_a_hash(field, reused, tmp_path, monkeypatch):
+    """A fact ID (or a reserved one) equal to a fact's far back, or to an operation ID reserved far back, which only the
+    hash columns hold: the same refusal."""
     monkeypatch.setattr(spilled, "RECENT", 1)
     monkeypatch.setattr(spilled, "FLUSH", 2)
     made = tmp_path / "made.jsonl"
@@ -400,7 +404,7 @@ def test_the_spilled_fold_finds_an_id_reused_long_after_it_was_held_as_a_hash(fi
     def edit(fact: dict, reused: str) -> None:
         (fact if field == "id" else fact["record"])[field] = reused
 
-    data = _reusing(made.read_bytes(), edit)
+    data = _reusing(made.read_bytes(), edit, reused)
     whole = _outcome(lambda: reduce_chunks((data,)))
     assert whole != "folded" and whole[0] == "DUPLICATE_ID"
     assert _outcome(lambda: spilled_at(tmp_path, data, len(data))) == whole

@@ -234,7 +234,7 @@ def audit_chunks(chunks: Iterable[bytes], name: str, checkpoint: Fold | None = N
                 walk.fact(fact, line)
     state = checked.finish()
     walk.close_pieces()
-    walk.finish(walk.unfinished)
+    walk.finish_operation()
     attempts = list(walk.attempts.values())
     # What the seam dropped, and what a stream's reassembly did not carry (provider-only members too).
     responses = [attempt.response for attempt in attempts if attempt.response]
@@ -292,16 +292,16 @@ class _Walk:
         self.unfinished: list[AttemptAudit] = []
         """The current operation's attempts, checked (their bodies then let go) once no later fact can name them."""
 
-    def finish(self, attempts: list[AttemptAudit]) -> None:
-        """Check each attempt against today's seam (notes, drift), then let go of what only that needed."""
-        for attempt in attempts:
+    def finish_operation(self) -> None:
+        """Check the operation's attempts against today's seam (notes, drift), then let go of what only that needed."""
+        for attempt in self.unfinished:
             attempt_id = attempt.attemptId
             raw = self.raw_bodies.pop(attempt_id, None)
             _finish_attempt(attempt, raw, self.canonical.pop(attempt_id, None), self.derivations.pop(attempt_id, None))
             summary = self.summaries.pop(attempt_id, None)
             if attempt.settled == "compaction":
                 _check_summary(attempt, raw, summary)
-        attempts.clear()
+        self.unfinished.clear()
 
     def fact(self, fact: Fact, line: int) -> None:
         self._line = line
@@ -418,7 +418,7 @@ class _Walk:
                 attempt.settled = "aborted" if aborted else "failed"
                 attempt.failure = f"{record.error.code}: {record.error.message}"
             case OperationFinished():
-                self.finish(self.unfinished)
+                self.finish_operation()
             case ToolStarted():
                 share = self._shared.setdefault
                 self.tools[fact_id] = ToolAudit(

@@ -131,29 +131,41 @@ def fold_spilled(path: Path, counted: Callable[[int], None] | None = None) -> Fo
     file and are read back from their lines when asked for (:mod:`tiny_agent.fold.spilled`), so a long journal is folded
     and then printed, in two reads, holding the fold's books and not its transcript.  ``counted`` is told the length of
     each chunk read."""
-    from tiny_agent.fold.spilled import spill
-
     fd = disk.open_regular(path)
     try:
-        lines = _LinesAt(fd)
         fold = Fold()
         splitter = LineSplitter(fold)
-        spilled = False
+        feed = _spilling(splitter, fold, _LinesAt(fd))
         with collector_paused():
             while chunk := os.read(fd, disk.CHUNK_SIZE):
                 if counted is not None:
                     counted(len(chunk))
-                if not spilled and (first := chunk.find(b"\n")) != -1:
-                    splitter.feed(chunk[: first + 1])  # the header, then its state spills
-                    chunk = chunk[first + 1 :]
-                    spilled = True
-                    if not splitter.failed:
-                        spill(fold, lines)
-                splitter.feed(chunk)
+                feed(chunk)
             splitter.finish()
     finally:
         os.close(fd)
     return fold
+
+
+def _spilling(splitter: LineSplitter, fold: Fold, line_at: Callable[[int], bytes]) -> Callable[[bytes], None]:
+    """A feed for ``splitter`` (folding into ``fold`` from the journal's start) whose fold leaves its older messages in
+    the journal (:func:`~tiny_agent.fold.spilled.spill`) from the line after the header on."""
+    from tiny_agent.fold.spilled import spill
+
+    waiting = True
+
+    def feed(chunk: bytes) -> None:
+        nonlocal waiting
+        first = chunk.find(b"\n") if waiting else -1
+        if first != -1:
+            splitter.feed(chunk[: first + 1])  # the header, then the state spills
+            waiting = False
+            if not splitter.failed:
+                spill(fold, line_at)
+            chunk = chunk[first + 1 :]
+        splitter.feed(chunk)
+
+    return feed
 
 
 def lines_at(path: Path) -> Callable[[int], bytes]:
@@ -291,10 +303,10 @@ class CheckedFacts:
         """``line_at``: the journal's line at an offset, for a fold from its start that leaves its older messages there
         (:func:`fold_spilled`; a reader of the facts needs the fold's verdict and books, not its transcript)."""
         self._chunks = chunks
-        self._fold = Fold() if fold is None else fold
-        self._splitter = LineSplitter(self._fold)
+        folding = Fold() if fold is None else fold
+        self._splitter = LineSplitter(folding)
         self._folded = 0 if fold is None else fold.committed_length
-        self._spill_at = line_at if fold is None else None
+        self._spilling = None if fold is not None or line_at is None else _spilling(self._splitter, folding, line_at)
 
     def __iter__(self) -> Iterator[tuple[int, list[Fact]]]:
         return facts_of(self._folded_first())
@@ -308,14 +320,8 @@ class CheckedFacts:
         offset = 0
         for chunk in chunks:
             offset += len(chunk)
-            if self._spill_at is not None and (first := chunk.find(b"\n")) != -1:
-                from tiny_agent.fold.spilled import spill
-
-                splitter.feed(chunk[: first + 1])  # the header, then the state spills
-                if not splitter.failed:
-                    spill(self._fold, self._spill_at)
-                splitter.feed(chunk[first + 1 :])
-                self._spill_at = None
+            if self._spilling is not None:
+                self._spilling(chunk)
             elif offset > self._folded:
                 splitter.feed(chunk[max(0, len(chunk) - (offset - self._folded)) :])
             if splitter.failed:

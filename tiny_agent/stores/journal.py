@@ -224,10 +224,8 @@ class LineSpool:
         self._lines = _LinesAt(self._fd)
 
     def keep(self, line: bytes) -> None:
-        view = memoryview(line + b"\n")
         try:
-            while view:
-                view = view[os.write(self._fd, view) :]
+            disk.write_all(self._fd, line + b"\n")
         except OSError as error:
             raise StorageError(f"the copy's lines cannot be kept in a temporary file ({error.strerror or error})") from None
 

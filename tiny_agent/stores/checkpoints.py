@@ -57,7 +57,7 @@ import stat
 import sys
 import weakref
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -66,7 +66,8 @@ import msgspec
 from tiny_agent.errors import StorageError, UsageError
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.lines import reduce_chunks
-from tiny_agent.stores.digests import Hashing, PrefixDigest, edges_digest
+from tiny_agent.stores.base import Note
+from tiny_agent.stores.digests import Hashing, PrefixDigest, edges_digest, hashed
 from tiny_agent.stores.files.disk import CHUNK_SIZE, open_regular
 from tiny_agent.stores.journal import collector_paused, fold_file, fold_spilled
 
@@ -92,8 +93,6 @@ FRAME_LIMIT: Final = 1 << 30
 """A frame is a few MB; a length beyond this is a corrupt file, not an allocation to attempt."""
 SEAL_PROBE: Final = 1 << 20
 """How far past a v3 checkpoint the next line's end (and its seal) is looked for before hashing the prefix."""
-
-Note = Callable[[str], None]
 
 
 class CheckpointKey(msgspec.Struct, forbid_unknown_fields=True):
@@ -129,14 +128,14 @@ class Unusable(Exception):
     """Why a checkpoint cannot be used (one line, completing "checkpoint ... : ")."""
 
 
-def _silent(line: str) -> None:
+def silent(line: str) -> None:
     del line
 
 
 class Checkpoints:
     """The checkpoints of one sessions directory."""
 
-    def __init__(self, directory: Path, *, threshold: int = DEFAULT_THRESHOLD, note: Note = _silent) -> None:
+    def __init__(self, directory: Path, *, threshold: int = DEFAULT_THRESHOLD, note: Note = silent) -> None:
         self.directory = directory
         self.threshold = threshold
         self._note = note
@@ -206,7 +205,7 @@ class Checkpoints:
             else:
                 fold, offset = start.fold, start.offset
                 prefix = None if start.digest is None else PrefixDigest(start.digest, start.offset)
-            reduce_chunks(_chunks(fd, offset, prefix), fold)
+            reduce_chunks(hashed(_chunks(fd, offset), prefix), fold)
             if prefix is not None and fold.committed_length - offset >= self.threshold:
                 self._save(where, fold, prefix, fd)
         return fold
@@ -336,15 +335,10 @@ def _file_of(fd: int) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def _chunks(fd: int, offset: int, prefix: PrefixDigest | None) -> Iterator[bytes]:
-    """The journal's bytes from ``offset`` on, in large chunks, each also fed to ``prefix``."""
-    while True:
-        chunk = os.pread(fd, CHUNK_SIZE, offset)
-        if not chunk:
-            return
+def _chunks(fd: int, offset: int) -> Iterator[bytes]:
+    """The journal's bytes from ``offset`` on, in large chunks."""
+    while chunk := os.pread(fd, CHUNK_SIZE, offset):
         offset += len(chunk)
-        if prefix is not None:
-            prefix.feed(chunk)
         yield chunk
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from tiny_agent.stores.files.disk import CHUNK_SIZE
@@ -96,3 +97,11 @@ class PrefixDigest:
 
     def value(self) -> str:
         return "sha256:" + self._digest.hexdigest()
+
+
+def hashed(chunks: Iterable[bytes], prefix: PrefixDigest | None) -> Iterator[bytes]:
+    """The chunks, each also fed to ``prefix`` (the digest a new checkpoint is keyed by)."""
+    for chunk in chunks:
+        if prefix is not None:
+            prefix.feed(chunk)
+        yield chunk

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
 
 import msgspec
 import psycopg
@@ -15,8 +14,9 @@ from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.lines import reduce_chunks
 from tiny_agent.journal.ids import now_ms
 from tiny_agent.stores import checkpoints
-from tiny_agent.stores.checkpoints import DEFAULT_THRESHOLD, Note, Unusable
-from tiny_agent.stores.digests import PrefixDigest
+from tiny_agent.stores.base import Note
+from tiny_agent.stores.checkpoints import DEFAULT_THRESHOLD, Unusable, silent
+from tiny_agent.stores.digests import PrefixDigest, hashed
 from tiny_agent.stores.journal import collector_paused
 from tiny_agent.stores.postgres import schema as pgschema
 from tiny_agent.stores.postgres.database import BATCH_ROWS, Connection, Database, read_chunks
@@ -41,14 +41,10 @@ class StoredCheckpoint(msgspec.Struct, frozen=True):
     snapshot: bytes
 
 
-def _silent(line: str) -> None:
-    del line
-
-
 class PgCheckpoints:
     """The checkpoints of one PostgreSQL store's sessions."""
 
-    def __init__(self, store: Database, *, threshold: int = DEFAULT_THRESHOLD, note: Note = _silent) -> None:
+    def __init__(self, store: Database, *, threshold: int = DEFAULT_THRESHOLD, note: Note = silent) -> None:
         self.store = store
         self.threshold = threshold
         self._note = note
@@ -81,7 +77,7 @@ class PgCheckpoints:
         else:
             fold, prefix = start[0], PrefixDigest(start[1], start[0].committed_length)
         offset = fold.committed_length
-        reduce_chunks(_hashed(read_chunks(conn, session_id, fold.lines), prefix), fold)
+        reduce_chunks(hashed(read_chunks(conn, session_id, fold.lines), prefix), fold)
         if prefix is not None and fold.committed_length - offset >= self.threshold:
             self._save(conn, session_id, fold, prefix)
         return fold
@@ -176,11 +172,3 @@ def _prefix_digest(conn: Connection, session_id: str, lines: int) -> tuple[hashl
             count += 1
             length += len(data) + 1
     return digest, count, length
-
-
-def _hashed(chunks: Iterable[bytes], prefix: PrefixDigest | None) -> Iterator[bytes]:
-    """The chunks, each also fed to ``prefix`` (the digest a new checkpoint is keyed by)."""
-    for chunk in chunks:
-        if prefix is not None:
-            prefix.feed(chunk)
-        yield chunk

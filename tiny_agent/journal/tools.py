@@ -34,18 +34,13 @@ class ToolSpec(msgspec.Struct, frozen=True):
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
-    @property
-    def definition_digest(self) -> str:
-        return canonical_digest(self.definition)
-
     def to_wire(self) -> dict[str, Any]:
         """The entry of a Chat Completions ``tools`` array."""
         return {"type": "function", "function": self.definition}
 
     def declaration(self) -> ToolDeclaration:
-        return ToolDeclaration(
-            name=self.name, definitionDigest=self.definition_digest, replay=self.replay, replayKey=self.replay_key
-        )
+        digest = canonical_digest(self.definition)
+        return ToolDeclaration(name=self.name, definitionDigest=digest, replay=self.replay, replayKey=self.replay_key)
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):

@@ -16,21 +16,13 @@ FAILPOINT_ENV: Final = "TINY_AGENT_FAILPOINT"
 _counts: dict[str, int] = {}
 
 
-def _armed() -> tuple[str, int] | None:
-    spec = os.environ.get(FAILPOINT_ENV)
-    if not spec:
-        return None
-    point, _, nth = spec.partition("#")
-    return point, int(nth) if nth.isdigit() else 1
-
-
 def hit(point: str) -> bool:
     """True when the armed failpoint is ``point`` and this is its Nth occurrence."""
-    armed = _armed()
-    if armed is None or armed[0] != point:
+    armed, _, nth = os.environ.get(FAILPOINT_ENV, "").partition("#")
+    if armed != point:
         return False
     _counts[point] = _counts.get(point, 0) + 1
-    return _counts[point] == armed[1]
+    return _counts[point] == (int(nth) if nth.isdigit() else 1)
 
 
 def crash() -> None:

@@ -213,24 +213,19 @@ class _LinesAt:
             raise StorageError(f"the journal cannot be read again ({error.strerror or error})") from None
 
 
-class LineSpool:
+class LineSpool(_LinesAt):
     """Lines kept in an unnamed temporary file (0600, gone when closed) as they are made, read back by the offset they
     start at: what a journal's copy checks its new lines against (:class:`~tiny_agent.oversight.lineage.Spool`)."""
 
     def __init__(self) -> None:
         with tempfile.TemporaryFile() as file:
-            self._fd = os.dup(file.fileno())
-        weakref.finalize(self, os.close, self._fd)
-        self._lines = _LinesAt(self._fd)
+            super().__init__(file.fileno())
 
     def keep(self, line: bytes) -> None:
         try:
             disk.write_all(self._fd, line + b"\n")
         except OSError as error:
             raise StorageError(f"the copy's lines cannot be kept in a temporary file ({error.strerror or error})") from None
-
-    def __call__(self, offset: int) -> bytes:
-        return self._lines(offset)
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
@@ -109,6 +109,11 @@ def print_json(value: object) -> None:
 
     sys.stdout.buffer.write(msgspec.json.encode(value) + b"\n")
     sys.stdout.flush()
+
+
+def print_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        sys.stdout.write(line + "\n")
 
 
 def corrupt(error: CorruptionError, path: Path, as_json: bool) -> NoReturn:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from tiny_agent.cli.basics import Found, Where, progress
+from tiny_agent.cli.basics import Found, Where, print_lines, progress
 from tiny_agent.cli.driving import Started, compacted, found_of, new_session, runtime_for, show_answer, start, writer_handle
 from tiny_agent.cli.settings import endpoint_for, parse_durability, recorded_target
 
@@ -192,16 +192,14 @@ class _Chat:
     def replay(self, rest: str) -> None:
         from tiny_agent.oversight.render import transcript_lines
 
-        for line in transcript_lines(self.writer.state):
-            sys.stdout.write(line + "\n")
+        print_lines(transcript_lines(self.writer.state))
 
     def audit(self, rest: str) -> None:
         from tiny_agent.oversight.audit import audit_chunks
         from tiny_agent.oversight.render import audit_lines
 
         found = self._found()
-        for line in audit_lines(audit_chunks(found.chunks(), found.name)):
-            sys.stdout.write(line + "\n")
+        print_lines(audit_lines(audit_chunks(found.chunks(), found.name)))
 
     def _found(self) -> Found:
         return found_of(self.writer, self.where)

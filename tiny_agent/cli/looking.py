@@ -18,6 +18,7 @@ from tiny_agent.cli.basics import (
     corrupt,
     input_name,
     print_json,
+    print_lines,
     progress,
     progress_bar,
     read_input,
@@ -110,11 +111,8 @@ def print_found(state: SessionState, session: Found, *, full: bool = False) -> N
     from tiny_agent.oversight.render import footer_lines, transcript_lines
 
     size = session.size()
-    out = sys.stdout
-    for line in transcript_lines(state, full=full, compactions=_compactions(state, session)):
-        out.write(line + "\n")
-    for line in footer_lines(state, size, session.named):
-        out.write(line + "\n")
+    print_lines(transcript_lines(state, full=full, compactions=_compactions(state, session)))
+    print_lines(footer_lines(state, size, session.named))
 
 
 def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEntry]:
@@ -203,8 +201,7 @@ def audit(args: Audit) -> None:
     else:
         from tiny_agent.oversight.render import audit_lines
 
-        for line in audit_lines(report):
-            sys.stdout.write(line + "\n")
+        print_lines(audit_lines(report))
     if report.drift:
         numbers = ", ".join(str(attempt.number) for attempt in report.attempts if attempt.drift)
         raise DriftFound(f"attempt(s) {numbers} of {path}: the journal's canonical entries differ from today's seam")
@@ -227,8 +224,7 @@ def verify(args: Verify) -> None:
     if as_json:
         print_json(verdicts)
     else:
-        for line in verdict_lines(verdicts):
-            sys.stdout.write(line + "\n")
+        print_lines(verdict_lines(verdicts))
     bad = [verdict for verdict in verdicts if verdict.status == "corrupt"]
     if bad:
         raise VerificationFailed(f"{len(bad)} of {len(verdicts)} session(s) failed verification")
@@ -248,8 +244,7 @@ def sessions(args: Sessions) -> None:
         where = "" if all_sessions else f" made in {here} (--all lists every directory's)"
         sys.stdout.write(f"no sessions{where} in {files.label}\n")
         return
-    for line in sessions_table(rows, show_cwd=all_sessions):
-        sys.stdout.write(line + "\n")
+    print_lines(sessions_table(rows, show_cwd=all_sessions))
 
 
 def providers(args: Providers) -> None:
@@ -261,8 +256,7 @@ def providers(args: Providers) -> None:
     if args.as_json:
         print_json(rows)
         return
-    for line in providers_table(rows):
-        sys.stdout.write(line + "\n")
+    print_lines(providers_table(rows))
 
 
 def view(args: View) -> None:
@@ -356,5 +350,4 @@ def report(args: Report) -> None:
         write_page(Path(html), page)
         sys.stdout.write(f"wrote {html} ({len(page):,} bytes; {counted(len(figures.rows), 'row')})\n")
         return
-    for line in report_lines(figures, files.label):
-        sys.stdout.write(line + "\n")
+    print_lines(report_lines(figures, files.label))

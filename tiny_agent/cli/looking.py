@@ -281,10 +281,8 @@ def view(args: View) -> None:
         sys.stdout.flush()
         return
     target = Path(output) if output else default_view_path(built.header.id)
-    write_page(target, page, make_directory=output is None)
-    attempts = len(built.attempts)
-    shown = f"{counted(attempts, 'attempt')}, {counted(len(built.operations), 'operation')}"
-    sys.stdout.write(f"wrote {target} ({len(page):,} bytes; {shown})\n")
+    shown = f"{counted(len(built.attempts), 'attempt')}, {counted(len(built.operations), 'operation')}"
+    write_page(str(target), page, shown, make_directory=output is None)
     if args.open_page:
         _open_in_browser(target)
 
@@ -296,10 +294,11 @@ def default_view_path(session_id: str) -> Path:
     return default_sessions_dir().parent / "views" / f"{session_id}.html"
 
 
-def write_page(target: Path, page: bytes, *, make_directory: bool = False) -> None:
-    """Write a page 0600 (it holds session contents) through a staging file; the default directory is made 0700."""
+def write_page(name: str, page: bytes, shown: str, *, make_directory: bool = False) -> None:
+    """Write a page 0600 (it holds session contents) through a staging file, the default directory 0700; then say so."""
     from tiny_agent.stores.files.store import ensure_private_directory
 
+    target = Path(name)
     try:
         if make_directory:
             ensure_private_directory(target.parent)
@@ -314,6 +313,7 @@ def write_page(target: Path, page: bytes, *, make_directory: bool = False) -> No
             raise
     except OSError as error:
         raise os_error(error, str(target)) from None
+    sys.stdout.write(f"wrote {name} ({len(page):,} bytes; {shown})\n")
 
 
 def _open_in_browser(target: Path) -> None:
@@ -347,7 +347,6 @@ def report(args: Report) -> None:
         from tiny_agent.view.report_page import report_page
 
         page = report_page(figures).encode("utf-8", "replace")
-        write_page(Path(html), page)
-        sys.stdout.write(f"wrote {html} ({len(page):,} bytes; {counted(len(figures.rows), 'row')})\n")
+        write_page(html, page, counted(len(figures.rows), "row"))
         return
     print_lines(report_lines(figures, files.label))

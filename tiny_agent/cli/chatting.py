@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from tiny_agent.cli.basics import Found, Where, print_lines, progress
+from tiny_agent.cli.basics import Where, print_lines, progress
 from tiny_agent.cli.driving import Started, compacted, found_of, new_session, runtime_for, show_answer, start, writer_handle
 from tiny_agent.cli.settings import endpoint_for, parse_durability, recorded_target
 
@@ -177,7 +177,7 @@ class _Chat:
         from tiny_agent.oversight.render import usage_summary
         from tiny_agent.providers.userconfig import load_user_config
 
-        found = self._found()
+        found = found_of(self.writer, self.where)
         prices = load_user_config(os.environ).models
         cost = total(attempt_cost(attempt, prices) for attempt in audit_chunks(found.chunks(), found.name).attempts)
         sys.stdout.write(f"usage: {usage_summary(self.writer.state.usage)}\ncost: {cost_text(cost)}\n")
@@ -198,11 +198,8 @@ class _Chat:
         from tiny_agent.oversight.audit import audit_chunks
         from tiny_agent.oversight.render import audit_lines
 
-        found = self._found()
+        found = found_of(self.writer, self.where)
         print_lines(audit_lines(audit_chunks(found.chunks(), found.name)))
-
-    def _found(self) -> Found:
-        return found_of(self.writer, self.where)
 
 
 def _history() -> Callable[[], None]:

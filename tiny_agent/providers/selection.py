@@ -125,12 +125,11 @@ class _Sources(NamedTuple):
                 raise ConfigError(f"provider {profile.name} speaks the {profile.api} API; --api applies to custom only")
             return profile
         api = requested.api or (recorded.api if recorded is not None and recorded.profile == CUSTOM else None)
-        if config is None:
-            return _custom_speaking(profile, api or "chat", ())
-        api = api or config.custom_api
-        if config.custom_adapters and api != "chat":
+        api = api or (config.custom_api if config is not None else "chat")
+        if config is not None and config.custom_adapters and api != "chat":
             raise ConfigError(f"config file {config.source}: custom.adapters apply to the chat API only, not to {api}")
-        return _custom_speaking(profile, api, config.custom_adapters)
+        adapters = config.custom_adapters if config is not None else ()
+        return msgspec.structs.replace(profile, adapters=adapters, **speaking(api))
 
     def base_url(self, profile: Profile) -> tuple[str, str]:
         requested, environ, config, recorded = self
@@ -203,11 +202,6 @@ def _profile_by_key(environ: Mapping[str, str], table: Mapping[str, Profile]) ->
     explicit = f" ({EXPLICIT_KEY_ENV} is set but names no provider; add --provider or --base-url)"
     hint = explicit if key_is_set(environ, EXPLICIT_KEY_ENV) else ""
     raise ConfigError(f"no provider chosen and no provider key set{hint}; {how} (choices: {', '.join(table)})")
-
-
-def _custom_speaking(profile: Profile, api: Api, adapters: tuple[str, ...]) -> Profile:
-    """``custom`` with the API the user chose: that API's key header, required headers and defaults."""
-    return msgspec.structs.replace(profile, adapters=adapters, **speaking(api))
 
 
 # -- tiny-agent providers ------------------------------------------------------------------

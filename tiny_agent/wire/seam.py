@@ -291,6 +291,14 @@ def require_text(container: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def require_string(container: dict[str, Any], key: str, where: str) -> str:
+    """Any string, the empty one too (:func:`require_text` wants a non-empty one)."""
+    value = container.get(key, MISSING)
+    if type(value) is not str:
+        raise Reject(f"{where}.{key} is {describe(value)} (expected a string)")
+    return value
+
+
 def require_object(value: Any, where: str) -> dict[str, Any]:
     if type(value) is not dict:
         raise Reject(f"{where} is {describe(value)} (expected an object)")
@@ -437,9 +445,7 @@ def reassemble_with(grammar: EventGrammar, stream: bytes | str) -> Reassembly:
 def event_object(data: str, name: str | None, where: str) -> dict[str, Any]:
     """An event's data as a JSON object with a string ``type`` that agrees with the ``event:`` name."""
     value = require_object(parse_json(data, f"{where} data"), f"{where} data")
-    event_type = value.get("type", MISSING)
-    if type(event_type) is not str:
-        raise Reject(f"{where}.type is {describe(event_type)} (expected a string)")
+    event_type = require_string(value, "type", where)
     if name is not None and name != event_type:
         raise Reject(f"{where} is named {short(name)} but its data says type {short(event_type)}")
     return value

@@ -24,6 +24,7 @@ from tiny_agent.wire.seam import (
     refusal,
     require_array,
     require_object,
+    require_string,
     require_text,
     short,
     unkept_paths,
@@ -118,7 +119,7 @@ def _known_stop_reason(value: Any) -> StopReason:
 
 def _block(block_type: Any, block: dict[str, Any], where: str) -> list[str] | ToolCall | None:
     if block_type == "text":
-        return [block_text(block, where)]
+        return [require_string(block, "text", where)]
     if block_type == "tool_use":
         call_id = require_text(block, "id", where)
         name = require_text(block, "name", where)
@@ -178,13 +179,6 @@ def _result(block: dict[str, Any]) -> str:
         return f"{len(content)} results"
     shown = [f"{word} {short(content[key])}" for key, word in _RESULT_WORDS if type(content) is dict and key in content]
     return ("error " if block.get("is_error") is True else "") + (", ".join(shown) or short(content))
-
-
-def block_text(block: dict[str, Any], where: str) -> str:
-    text = block.get("text", MISSING)
-    if type(text) is not str:
-        raise Reject(f"{where}.text is {describe(text)} (expected a string)")
-    return text
 
 
 def read_usage(body: Any) -> tuple[AnthropicUsageDerivation, str | None]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from tiny_agent.wire.anthropic.seam import block_text
 from tiny_agent.wire.seam import (
     DROPPED,
     MISSING,
@@ -18,6 +17,7 @@ from tiny_agent.wire.seam import (
     parse_json,
     reassemble_with,
     require_object,
+    require_string,
     short,
     unkept_paths,
 )
@@ -56,7 +56,7 @@ class _OpenBlock:
     def finished(self) -> dict[str, Any]:
         block = dict(self.start)
         if self.kind == "text":
-            block["text"] = block_text(self.start, self.where) + "".join(self.pieces)
+            block["text"] = require_string(self.start, "text", self.where) + "".join(self.pieces)
         elif self.kind == "tool_use":
             joined = "".join(self.pieces)
             # No input JSON at all (no delta, or only empty pieces, as for a call
@@ -144,10 +144,7 @@ class _Reassembler:
             self._carried(value, {"type": None, "index": None, "delta": DROPPED}, where)
             return
         member = "text" if delta_type == "text_delta" else "partial_json"
-        piece = delta.get(member, MISSING)
-        if type(piece) is not str:
-            raise Reject(f"{where}.delta.{member} is {describe(piece)} (expected a string)")
-        block.pieces.append(piece)
+        block.pieces.append(require_string(delta, member, f"{where}.delta"))
         self._carried(value, {"type": None, "index": None, "delta": {"type": None, member: None}}, where)
 
     def _open_block(self, value: dict[str, Any], where: str) -> _OpenBlock:

@@ -26,6 +26,7 @@ from tiny_agent.wire.seam import (
     reported_cost,
     require_array,
     require_object,
+    require_string,
     require_text,
     short,
     unkept_paths,
@@ -145,11 +146,7 @@ def _message_texts(item: dict[str, Any], where: str) -> list[str]:
         if part_type != "output_text" and part_type != "refusal":
             raise Reject(f"{part_where}.type is {describe(part_type)}, not a part the seam knows (output_text, refusal)")
         # A refusal part's text is the answer too (the step then stops with `refusal`).
-        member = "text" if part_type == "output_text" else "refusal"
-        text = part.get(member, MISSING)
-        if type(text) is not str:
-            raise Reject(f"{part_where}.{member} is {describe(text)} (expected a string)")
-        texts.append(text)
+        texts.append(require_string(part, "text" if part_type == "output_text" else "refusal", part_where))
     return texts
 
 

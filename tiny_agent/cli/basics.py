@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, TypeVar
 
 from tiny_agent.errors import EXIT_INTERNAL, EXIT_OK, CorruptionError, TinyAgentError, os_error
 
@@ -121,6 +121,19 @@ def corrupt(error: CorruptionError, path: Path, as_json: bool) -> NoReturn:
     if as_json:
         print_json({"ok": False, "error": error.to_json()})
     raise CorruptionError(error.code, error.line, error.seq, f"{error.reason} [{path}]") from None
+
+
+Done = TypeVar("Done")
+
+
+def failures_named(path: Path, make: Callable[[], Done]) -> Done:
+    """Run ``make``, its failures named with ``path`` (a refused journal as :func:`corrupt` says it)."""
+    try:
+        return make()
+    except CorruptionError as error:
+        corrupt(error, path, as_json=False)
+    except OSError as error:
+        raise os_error(error, str(path)) from None
 
 
 def progress(line: str) -> None:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from tiny_agent.cli.basics import Where, corrupt, print_json, progress
+from tiny_agent.cli.basics import Where, corrupt, failures_named, print_json, progress
 from tiny_agent.cli.settings import parse_durability
 from tiny_agent.errors import CorruptionError, UsageError, os_error
 
 if TYPE_CHECKING:
     from tiny_agent.cli.declarations import Export, Fork, Import, Upgrade
     from tiny_agent.stores.base import Store
-
-Done = TypeVar("Done")
 
 
 def upgrade(args: Upgrade) -> None:
@@ -24,7 +22,7 @@ def upgrade(args: Upgrade) -> None:
     files = Where(args.stored).store
     source = files.resolve(args.journal)
     path = Path(source.name)
-    made = _made(path, lambda: upgrade_journal(files, source, parse_durability(args.durability)))
+    made = failures_named(path, lambda: upgrade_journal(files, source, parse_durability(args.durability)))
     handle = files.handle(made.session.id)
     if args.as_json:
         shown = {"session": made.session.id, "handle": handle, "path": made.session.name, "origin": made.origin}
@@ -41,7 +39,7 @@ def fork(args: Fork) -> None:
     files = Where(args.stored).store
     parent = files.resolve(args.session)
     path = Path(parent.name)
-    made = _made(path, lambda: fork_session(files, parent, args.at, parse_durability(args.durability)))
+    made = failures_named(path, lambda: fork_session(files, parent, args.at, parse_durability(args.durability)))
     handle = files.handle(made.session.id)
     point = made.point
     if point is None:
@@ -94,22 +92,12 @@ def _refuse_target(files: Store, target: Path) -> None:
         )
 
 
-def _made(path: Path, make: Callable[[], Done]) -> Done:
-    """Run ``make``, its failures named with ``path``."""
-    try:
-        return make()
-    except CorruptionError as error:
-        corrupt(error, path, as_json=False)
-    except OSError as error:
-        raise os_error(error, str(path)) from None
-
-
 def import_(args: Import) -> None:
     from tiny_agent.oversight.interop import import_journal
 
     files = Where(args.stored).store
     path = Path(args.journal)
-    imported = _made(path, lambda: import_journal(files, path, parse_durability(args.durability)))
+    imported = failures_named(path, lambda: import_journal(files, path, parse_durability(args.durability)))
     handle = files.handle(imported.session.id)
     if args.as_json:
         print_json({"session": imported.session.id, "handle": handle, "path": imported.session.name, "already": imported.already})

@@ -16,6 +16,7 @@ from tiny_agent.cli.basics import (
     Found,
     Where,
     corrupt,
+    failures_named,
     input_name,
     print_json,
     print_lines,
@@ -269,12 +270,7 @@ def view(args: View) -> None:
     found = Where(args.stored).find(args.session)
     path = found.path
     prices = load_user_config(os.environ).models
-    try:
-        built = build_view_of(found.store, found.session, handle=found.handle, prices=prices)
-    except CorruptionError as error:
-        corrupt(error, path, False)
-    except OSError as error:
-        raise os_error(error, str(path)) from None
+    built = failures_named(path, lambda: build_view_of(found.store, found.session, handle=found.handle, prices=prices))
     page = session_page(built).encode("utf-8", "replace")
     if output == "-":
         sys.stdout.buffer.write(page)

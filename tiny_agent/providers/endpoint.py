@@ -87,8 +87,6 @@ class Endpoint:
         key = f"from {self.key_source}" if self._key is not None else "none"
         return f"Endpoint(profile={self.profile.name!r}, base_url={self.base_url!r}, model={self.model!r}, key=<{key}>)"
 
-    __str__ = __repr__
-
     def __reduce__(self) -> tuple[object, ...]:
         raise TypeError("an Endpoint holds an API key and cannot be serialised")
 

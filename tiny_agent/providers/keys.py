@@ -96,8 +96,6 @@ class KeyChoice:
     def __repr__(self) -> str:
         return f"KeyChoice(source={self.source!r}, problem={self.problem!r})"
 
-    __str__ = __repr__
-
 
 def choose_key(profile: Profile, base_url: str, environ: Mapping[str, str]) -> KeyChoice:
     """Apply the key rules to one (profile, base URL, environment); never reads anything else."""

@@ -37,7 +37,7 @@ from tiny_agent.errors import (
 
 if TYPE_CHECKING:
     from tiny_agent.cli.declarations import Audit, Normalize, Providers, Replay, Report, Sessions, Verify, View
-    from tiny_agent.journal.facts import CompactionEntry, RawResponse
+    from tiny_agent.journal.facts import CompactionEntry
     from tiny_agent.journal.state import SessionState
 
 Grouping = Literal["day", "model", "session"]
@@ -132,6 +132,7 @@ def _compactions(state: SessionState, session: Found) -> dict[str, CompactionEnt
 
 
 def normalize(args: Normalize) -> None:
+    from tiny_agent.providers.http import raw_response
     from tiny_agent.wire.registry import derive
     from tiny_agent.wire.seam import Accepted
 
@@ -139,7 +140,7 @@ def normalize(args: Normalize) -> None:
     body = read_input(source)
     if not body.strip():
         raise EmptyInput(f"{input_name(source)} is empty (expected one response body)")
-    derivation = derive(_as_raw(body), _adapter_identity_for(args.provider, args.api))
+    derivation = derive(raw_response(200, None, body), _adapter_identity_for(args.provider, args.api))
     outcome = derivation.outcome
     if isinstance(outcome, Accepted):
         shown: dict[str, object] = {
@@ -160,12 +161,6 @@ def normalize(args: Normalize) -> None:
         raise MalformedInput(f"{input_name(source)}: {outcome.reason}")
     print_json({"rejected": outcome.reason, "usage": outcome.usage})
     raise SystemExit(EXIT_CORRUPT)
-
-
-def _as_raw(body: bytes) -> RawResponse:
-    from tiny_agent.providers.http import raw_response
-
-    return raw_response(200, None, body)
 
 
 def _adapter_identity_for(provider: str | None, api: str | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -159,14 +159,6 @@ def verify_sessions(
     return verdicts
 
 
-STATUS_LABELS: Final = {
-    "ok": "OK",
-    "corrupt": "CORRUPT",
-    "open-tail": "OPEN TAIL",
-    "unsealed": "UNSEALED",
-    "unreadable": "UNREADABLE",
-}
-
-
 def verdict_lines(verdicts: list[Verdict]) -> list[str]:
-    return [f"{STATUS_LABELS[verdict.status]:<10}  {verdict.path}  {verdict.detail}" for verdict in verdicts]
+    """One line a verdict, its status in capitals (``OPEN TAIL``)."""
+    return [f"{verdict.status.upper().replace('-', ' '):<10}  {verdict.path}  {verdict.detail}" for verdict in verdicts]

@@ -16,6 +16,7 @@ import msgspec
 from msgspec import UNSET
 
 from tiny_agent.errors import Busy, Locked, UsageError
+from tiny_agent.fold.core import kind_of
 from tiny_agent.fold.fold import Fold
 from tiny_agent.journal.facts import HeaderLine
 from tiny_agent.journal.ids import now_ms, uuid7
@@ -226,7 +227,7 @@ def refuse_unexportable(state: SessionState, name: str) -> None:
     else:
         return
     raise Busy(
-        f"{name} has an open {operation.__class__.__name__.removesuffix('Operation').lower()} whose latest attempt {why}: "
+        f"{name} has an open {kind_of(operation)} whose latest attempt {why}: "
         f"in v2 another port would ask the model again; finish it first (`tiny-agent resume`, or `--abort`), then export"
     )
 

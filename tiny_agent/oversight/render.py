@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from msgspec import UNSET
 
+from tiny_agent.fold.core import kind_of
 from tiny_agent.journal.partial import entries_in_order
 from tiny_agent.journal.state import AppliedEntry, CompactionOperation, RunOperation, SessionState, outcome_summary
 from tiny_agent.journal.transcript import AssistantMessage, Message, ToolMessage, Usage, UserMessage
@@ -182,12 +183,9 @@ def usage_counts(usage: Usage | None) -> str:
 
 def operation_summary(state: SessionState) -> str:
     operation = state.operation
-    if type(operation) is RunOperation:
-        parts = [f"open run {operation.operationId}"]
-    elif type(operation) is CompactionOperation:
-        parts = [f"open compaction {operation.operationId}"]
-    else:
+    if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
         return "idle"
+    parts = [f"open {kind_of(operation)} {operation.operationId}"]
     step = operation.step
     if step is UNSET:
         parts.append("no step started yet")

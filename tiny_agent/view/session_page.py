@@ -129,25 +129,20 @@ def _drifted(view: SessionView) -> str:
 # -- charts -------------------------------------------------------------------------------
 
 
-def _bars(view: SessionView) -> list[Bar]:
-    bars = []
-    for attempt in view.attempts:
-        audited = attempt.audit
-        usage = audited.usage or Usage()
-        bars.append(
-            Bar(
-                key=str(audited.number),
-                label=f"attempt {audited.number} · {audited.settled} · {audited.model}",
-                tokens=(usage.input, usage.cacheRead, usage.cacheWrite, usage.output),
-                flag=audited.settled if audited.settled in ("failed", "aborted", "retried") else "",
-                cost=attempt.cost,
-            )
-        )
-    return bars
+def _bar(attempt: AttemptView) -> Bar:
+    audited = attempt.audit
+    usage = audited.usage or Usage()
+    return Bar(
+        key=str(audited.number),
+        label=f"attempt {audited.number} · {audited.settled} · {audited.model}",
+        tokens=(usage.input, usage.cacheRead, usage.cacheWrite, usage.output),
+        flag=audited.settled if audited.settled in ("failed", "aborted", "retried") else "",
+        cost=attempt.cost,
+    )
 
 
 def _charts(view: SessionView) -> str:
-    bars = _bars(view)
+    bars = [_bar(attempt) for attempt in view.attempts]
     if not bars:
         return '<section id="charts"><h2>Usage</h2><p class="note">No model attempts yet.</p></section>'
     shown = bucketed(bars)

@@ -118,12 +118,16 @@ def build_report(
         if not buckets:
             continue
         counted += 1
-        for key, label in _keys(by, entry, buckets):
+        keyed: dict[str, list[Bucket]] = {}
+        for bucket in buckets:
+            keyed.setdefault(_key_of(by, entry, bucket), []).append(bucket)
+        for key, mine in keyed.items():
             group = groups.get(key)
             if group is None:
+                label = f"{entry.handle or summary.session[:13]} · {summary.model or '?'}" if by == "session" else key
                 group = groups[key] = _Group(Row(key=key, label=label))
-            group.add(entry.summary.session, [bucket for bucket in buckets if _key_of(by, entry, bucket) == key], prices)
-        total.add(entry.summary.session, buckets, prices)
+            group.add(summary.session, mine, prices)
+        total.add(summary.session, buckets, prices)
     rows = [group.finish() for group in groups.values()]
     return Report(
         by=by,
@@ -142,15 +146,6 @@ def _key_of(by: Grouping, entry: ReportEntry, bucket: Bucket) -> str:
     if by == "model":
         return bucket.model
     return entry.summary.session
-
-
-def _keys(by: Grouping, entry: ReportEntry, buckets: list[Bucket]) -> Iterator[tuple[str, str]]:
-    if by == "session":
-        summary = entry.summary
-        yield summary.session, f"{entry.handle or summary.session[:13]} · {summary.model or '?'}"
-        return
-    for key in dict.fromkeys(_key_of(by, entry, bucket) for bucket in buckets):
-        yield key, key
 
 
 class _Group:

@@ -190,17 +190,11 @@ def _timeline(view: SessionView) -> str:
             "(`tiny-agent audit` lists every attempt).</p>"
         )
     open_all = len(view.operations) <= OPEN_ALL
-    folded: list[OperationView] = []
-    for operation in view.operations:
-        if operation.folded:
-            folded.append(operation)
-            continue
+    for folded, operations in itertools.groupby(view.operations, key=lambda operation: operation.folded):
         if folded:
-            parts.append(_folded_region(folded))
-            folded = []
-        parts.append(_operation(operation, open_all or operation is view.operations[-1]))
-    if folded:
-        parts.append(_folded_region(folded))
+            parts.append(_folded_region(list(operations)))
+        else:
+            parts += (_operation(operation, open_all or operation is view.operations[-1]) for operation in operations)
     parts.append("</section>")
     return "".join(parts)
 

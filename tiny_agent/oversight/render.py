@@ -166,8 +166,12 @@ def usage_summary(usage: Usage) -> str:
     """Session totals: what the responses reported (``n/a`` when none reported any)."""
     if usage == Usage():
         return "n/a (no response reported usage)"
-    rate = usage.cache_hit_rate
-    return f"{usage_counts(usage)} · cache hit rate {'n/a' if rate is None else f'{rate:.1%}'}"
+    return f"{usage_counts(usage)} · cache hit rate {rate_text(usage.cache_hit_rate)}"
+
+
+def rate_text(rate: float | None) -> str:
+    """A cache hit rate: ``40.9%``, or ``n/a`` where there was no prompt token."""
+    return "n/a" if rate is None else f"{rate:.1%}"
 
 
 def usage_counts(usage: Usage | None) -> str:

@@ -14,7 +14,7 @@ import msgspec
 from tiny_agent.errors import UsageError
 from tiny_agent.journal.transcript import Usage
 from tiny_agent.oversight.cost import Cost, money, price, source, unpriced
-from tiny_agent.oversight.render import counted
+from tiny_agent.oversight.render import counted, rate_text
 from tiny_agent.providers.userconfig import ModelSettings
 
 if TYPE_CHECKING:  # types only: the report never reads the index itself
@@ -224,10 +224,6 @@ def report_lines(report: Report, store_label: str) -> Iterator[str]:
     yield from _skipped(report)
 
 
-def hit_rate(row: Row) -> str:
-    return "n/a" if row.cacheHitRate is None else f"{row.cacheHitRate:.1%}"
-
-
 def _cells(row: Row) -> list[str]:
     return [row.label if len(row.label) <= 40 else row.label[:39] + "…", *figures(row)]
 
@@ -237,7 +233,7 @@ def figures(row: Row) -> list[str]:
     runs = row.runs
     counts = [row.sessions, runs.total, runs.completed, runs.failed, runs.aborted, runs.open, row.attempts, row.input]
     counts += [row.output, row.cacheRead, row.cacheWrite]
-    return [*(f"{count:,}" for count in counts), hit_rate(row), money(row.figure)]
+    return [*(f"{count:,}" for count in counts), rate_text(row.cacheHitRate), money(row.figure)]
 
 
 def cost_notes(row: Row) -> Iterator[str]:

@@ -11,6 +11,7 @@ from typing import Final
 import msgspec
 
 from tiny_agent.oversight.cost import Cost, dollars, source, total
+from tiny_agent.oversight.render import rate_text
 
 MAX_BARS: Final = 400
 WIDTH: Final = 960
@@ -93,8 +94,7 @@ def token_bars(bars: Sequence[Bar], *, title: str, css: str) -> str:
 def _bar(bar: Bar, x: float, width: float, top: float) -> str:
     flag = f" {bar.flag}" if bar.flag else ""
     tip = [bar.label, *(f"{name}: {number:,}" for (_, name), number in zip(SEGMENTS, bar.tokens, strict=True))]
-    rate = bar.hit_rate
-    tip.append("cache hit rate: " + ("n/a" if rate is None else f"{rate:.1%}"))
+    tip.append(f"cache hit rate: {rate_text(bar.hit_rate)}")
     pieces = [f'<g class="bar{flag}" data-key="{escape(bar.key)}"><title>{escape(chr(10).join(tip))}</title>']
     base: float = TOP + PLOT_HEIGHT
     for (css, _), number in zip(SEGMENTS, bar.tokens, strict=True):

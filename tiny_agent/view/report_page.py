@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tiny_agent.oversight.cost import money
-from tiny_agent.oversight.report import COLUMNS, COLUMNS_REST, Report, Row, cost_notes, figures, hit_rate
+from tiny_agent.oversight.render import rate_text
+from tiny_agent.oversight.report import COLUMNS, COLUMNS_REST, Report, Row, cost_notes, figures
 from tiny_agent.view.charts import Bar, bucketed, cost_chart, line_chart, percent, token_bars
 from tiny_agent.view.page import document, facts_table, grid, listing, text
 
@@ -16,7 +17,7 @@ def report_page(report: Report) -> str:
         ("scope", f"<code>{text(scope)}</code>"),
         ("since", text(report.since or "the beginning")),
         ("tokens", text(f"{report.total.tokens:,}")),
-        ("cache hit rate", text(hit_rate(report.total))),
+        ("cache hit rate", text(rate_text(report.total.cacheHitRate))),
         ("cost", text(money(report.total.figure))),
     ]
     notes = "".join(f'<p class="note">{text(line)}</p>' for line in cost_notes(report.total))

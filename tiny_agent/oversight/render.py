@@ -100,7 +100,7 @@ def _message_lines(
             name = call_names.get(message.tool_call_id, "?")
             yield f"#{number} tool {name} [{message.tool_call_id}]"
             text = message.content if message.content else "(empty result)"
-            yield from (_body(text) if full else _folded(text))
+            yield from _folded(text, full)
 
 
 def _compaction_lines(last: int, entry: CompactionEntry, full: bool) -> Iterator[str]:
@@ -109,16 +109,15 @@ def _compaction_lines(last: int, entry: CompactionEntry, full: bool) -> Iterator
     kept_range = "none" if not kept else f"#{last + 1}" + (f"–#{last + kept}" if kept > 1 else "")
     yield f"{_INDENT}summarises the conversation through #{last}; keeps {kept_range} verbatim"
     yield f"{_INDENT}summary:"
-    summary = entry.summary or "(empty)"
-    yield from (_body(textwrap.indent(summary, _INDENT)) if full else _folded(textwrap.indent(summary, _INDENT)))
+    yield from _folded(textwrap.indent(entry.summary or "(empty)", _INDENT), full)
 
 
-def _folded(text: str) -> Iterator[str]:
-    """A long tool result as its first and last lines, saying how many are hidden."""
-    lines = text.split("\n")
-    if len(lines) <= FOLD_LINES:
+def _folded(text: str, full: bool = False) -> Iterator[str]:
+    """A long text as its first and last lines, saying how many are hidden (``full``: all of it)."""
+    if full or text.count("\n") < FOLD_LINES:
         yield from _body(text)
         return
+    lines = text.split("\n")
     yield from _body("\n".join(lines[:FOLD_KEEP]))
     yield f"{_INDENT}… {len(lines) - 2 * FOLD_KEEP} lines hidden (--full shows them)"
     yield from _body("\n".join(lines[-FOLD_KEEP:]))

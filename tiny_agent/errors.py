@@ -184,12 +184,9 @@ def os_error(error: OSError, what: str) -> TinyAgentError:
     """The labelled error for an OSError met while touching ``what`` (a path): never "a bug"."""
     import errno
 
-    reason = error.strerror or str(error)
-    number = error.errno
-    if number in (errno.ENOENT, errno.ENOTDIR):
-        return NotFound(f"{what}: {reason}")
-    if number in (errno.EACCES, errno.EPERM):
-        return PermissionDenied(f"{what}: {reason}")
-    if number == errno.EISDIR:
+    if error.errno == errno.EISDIR:
         return NotFound(f"{what}: is a directory, not a file")
-    return StorageError(f"{what}: {reason}")
+    labelled: dict[int | None, type[TinyAgentError]] = {
+        errno.ENOENT: NotFound, errno.ENOTDIR: NotFound, errno.EACCES: PermissionDenied, errno.EPERM: PermissionDenied
+    }
+    return labelled.get(error.errno, StorageError)(f"{what}: {error.strerror or str(error)}")

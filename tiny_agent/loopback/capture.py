@@ -4,7 +4,6 @@ API it checks it against, the first broken one a one-line :class:`Violation` (do
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -13,6 +12,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import msgspec
 
+from tiny_agent.journal.canonical import sha256_digest
 from tiny_agent.journal.secrets import is_secret_parameter
 from tiny_agent.wire.registry import Api
 
@@ -42,7 +42,7 @@ class RecordedRequest(msgspec.Struct, frozen=True):
 
 def fingerprint(credential: str) -> str:
     """``sha256:`` and the hex digest of the credential's UTF-8 bytes."""
-    return "sha256:" + hashlib.sha256(credential.encode("utf-8")).hexdigest()
+    return sha256_digest(credential.encode("utf-8"))
 
 
 def record(path: str, headers: Iterable[tuple[str, str]], raw: bytes, api: Api | None) -> RecordedRequest:

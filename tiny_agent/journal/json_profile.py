@@ -171,20 +171,15 @@ def _reject_lone_surrogates(value: Any) -> None:
     while stack:
         item = stack.pop()
         if type(item) is str:
-            _check_scalar_values(item)
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ProfileViolation("string holds a lone surrogate") from None
         elif type(item) is list:
             stack.extend(item)
         elif type(item) is dict:
-            for key, member in item.items():
-                _check_scalar_values(key)
-                stack.append(member)
-
-
-def _check_scalar_values(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ProfileViolation("string holds a lone surrogate") from None
+            stack.extend(item)  # the member names, checked as the strings they are
+            stack.extend(item.values())
 
 
 def find_encoded_surrogate(data: bytes, start: int, end: int) -> int:

@@ -301,8 +301,7 @@ def decode_fact(value: dict[str, Any]) -> Fact:
     role and by which members are present.
     """
     if value["kind"] == "entry":
-        entry = _decode_entry(value["entry"])
-        return EntryFact(seq=value["seq"], id=value["id"], timestamp=value["timestamp"], entry=entry)
+        return EntryFact(entry=_decode_entry(value["entry"]), seq=value["seq"], id=value["id"], timestamp=value["timestamp"])
     fact: Fact = msgspec.convert(value, RecordFact | UsageFact | RawFact | McpFact | SealFact)
     return fact
 

@@ -116,7 +116,7 @@ class Elder:
         if self._load is None:
             return
         older = self._load()
-        if {name: len(older.get(name, ())) for name in self._parts} != {name: self.counts.get(name, 0) for name in self._parts}:
+        if any(len(older.get(name, ())) != self.counts.get(name, 0) for name in self._parts):
             raise StorageError("the checkpoint's older part, read back, is not the one it counted")
         self._load = None
         for name, part in self._parts.items():

@@ -323,8 +323,7 @@ def guarded_output(secrets: Secrets) -> Iterator[None]:
     held = _known
     remember(secrets, replace=True)
     saved = sys.stdout, sys.stderr
-    sys.stdout = _Guarded(saved[0]) if saved[0] is not None else saved[0]
-    sys.stderr = _Guarded(saved[1]) if saved[1] is not None else saved[1]
+    sys.stdout, sys.stderr = (_Guarded(stream) if stream is not None else stream for stream in saved)
     try:
         yield
     finally:

@@ -464,14 +464,7 @@ class Driver:
             self._failure = error.message
         elif plan.outcome == "failed" and self._failure is None and state.lastStepFailure is not None:
             self._failure = state.lastStepFailure.message
-        facts = transactions.finish(
-            state,
-            plan.outcome,
-            completion=None if plan.completion is UNSET else plan.completion,
-            final_entry_id=None if plan.finalEntryId is UNSET else plan.finalEntryId,
-            error=None if error is None else (error.code, error.message),
-        )
-        self.writer.commit(facts, "finish")
+        self.writer.commit(transactions.finish(state, plan), "finish")
         self._last_outcome = plan.outcome
 
     # -- interruption ------------------------------------------------------------

@@ -13,6 +13,7 @@ from msgspec import UNSET
 
 from tiny_agent.agent.compaction import Cut
 from tiny_agent.agent.configuration import Configuration
+from tiny_agent.agent.recovery import Finish
 from tiny_agent.agent.settlement import Settlement
 from tiny_agent.journal.canonical import canonical_digest
 from tiny_agent.journal.facts import (
@@ -21,13 +22,11 @@ from tiny_agent.journal.facts import (
     AssistantEntry,
     CompactionEntry,
     CompactionStarted,
-    Completion,
     EntryFact,
     ErrorInfo,
     Fact,
     OperationFinished,
     OperationKind,
-    Outcome,
     PreExecutionResultEntry,
     RawFact,
     RawResponse,
@@ -287,24 +286,18 @@ def request_abort(state: SessionState, phase: AbortPhase, tool_call_id: str | No
     ]
 
 
-def finish(
-    state: SessionState,
-    outcome: Outcome,
-    *,
-    completion: Completion | None = None,
-    final_entry_id: str | None = None,
-    error: tuple[str, str] | None = None,
-) -> list[Fact]:
+def finish(state: SessionState, plan: Finish) -> list[Fact]:
+    """``operationFinished`` as the planner's ``plan`` says (its optional members are the record's)."""
     return [
         RecordFact(
             id="",
             record=OperationFinished(
                 operationId=_open_operation(state).operationId,
                 operationKind=_operation_kind(state),
-                outcome=outcome,
-                completion=UNSET if completion is None else completion,
-                finalEntryId=UNSET if final_entry_id is None else final_entry_id,
-                error=UNSET if error is None else ErrorInfo(code=error[0], message=error[1]),
+                outcome=plan.outcome,
+                completion=plan.completion,
+                finalEntryId=plan.finalEntryId,
+                error=UNSET if plan.error is UNSET else ErrorInfo(code=plan.error.code, message=plan.error.message),
             ),
         )
     ]

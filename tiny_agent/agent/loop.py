@@ -277,13 +277,7 @@ class Driver:
         provider = self.runtime.provider()  # a configuration problem stops here, before anything is written
         if plan.attempt > 1:
             self._wait_before_retry(plan.attempt)
-        facts = transactions.step_attempt(
-            self.state,
-            self.runtime.configuration_for(self.state),
-            attempt=plan.attempt,
-            context_through=plan.contextThroughEntryId,
-            step_id=None if plan.stepId is UNSET else plan.stepId,
-        )
+        facts = transactions.step_attempt(self.state, self.runtime.configuration_for(self.state), plan)
         self.writer.commit(facts, "step-attempt")
         self._phase = ("model", None)
         request = self.runtime.request(self.state)

@@ -13,7 +13,7 @@ from msgspec import UNSET
 
 from tiny_agent.agent.compaction import Cut
 from tiny_agent.agent.configuration import Configuration
-from tiny_agent.agent.recovery import Finish
+from tiny_agent.agent.recovery import Finish, StartStep
 from tiny_agent.agent.settlement import Settlement
 from tiny_agent.journal.canonical import canonical_digest
 from tiny_agent.journal.facts import (
@@ -107,9 +107,8 @@ def begin_run(prompt: str) -> list[Fact]:
     ]
 
 
-def step_attempt(
-    state: SessionState, configuration: Configuration, *, attempt: int, context_through: str, step_id: str | None = None
-) -> list[Fact]:
+def step_attempt(state: SessionState, configuration: Configuration, plan: StartStep) -> list[Fact]:
+    """``stepAttempt`` as the planner's ``plan`` says (a retry keeps its step's id)."""
     operation = _open_operation(state)
     kind: StepKind = "assistant" if type(operation) is RunOperation else "compaction"
     return [
@@ -117,11 +116,11 @@ def step_attempt(
             id="",
             record=StepAttempt(
                 operationId=operation.operationId,
-                stepId=step_id or uuid7(),
+                stepId=plan.stepId or uuid7(),
                 attemptId=uuid7(),
                 stepKind=kind,
-                attempt=attempt,
-                contextThroughEntryId=context_through,
+                attempt=plan.attempt,
+                contextThroughEntryId=plan.contextThroughEntryId,
                 configurationSnapshot=configuration.snapshot(),
                 configurationDigest=configuration.digest,
             ),

@@ -417,14 +417,7 @@ class Driver:
         declaration = self.runtime.configuration.declaration(plan.toolName)
         if declaration is None:
             raise AssertionError("the planner only starts declared tools")
-        facts = transactions.tool_started(
-            self.state,
-            assistant_entry_id=plan.assistantEntryId,
-            tool_index=plan.toolIndex,
-            arguments=plan.arguments,
-            declaration=declaration,
-            environment=self.runtime.configuration.environment_identity,
-        )
+        facts = transactions.tool_started(self.state, plan, declaration, self.runtime.configuration.environment_identity)
         self.writer.commit(facts, "tool-started")
         return self._started(facts[0].id)
 

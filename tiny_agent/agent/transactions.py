@@ -6,14 +6,14 @@ response are the same transaction.  Pure but for identifiers: state in, facts fo
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 from msgspec import UNSET
 
 from tiny_agent.agent.compaction import Cut
 from tiny_agent.agent.configuration import Configuration
-from tiny_agent.agent.recovery import Finish, StartStep
+from tiny_agent.agent.recovery import Finish, StartStep, StartTool
 from tiny_agent.agent.settlement import Settlement
 from tiny_agent.journal.canonical import canonical_digest
 from tiny_agent.journal.facts import (
@@ -193,29 +193,21 @@ def settle(state: SessionState, decided: Settlement) -> tuple[list[Fact], str]:
 # -- tools --------------------------------------------------------------------
 
 
-def tool_started(
-    state: SessionState,
-    *,
-    assistant_entry_id: str,
-    tool_index: int,
-    arguments: dict[str, Any],
-    declaration: ToolDeclaration,
-    environment: str,
-) -> list[Fact]:
+def tool_started(state: SessionState, plan: StartTool, declaration: ToolDeclaration, environment: str) -> list[Fact]:
     """Announce a tool before its effect: after this commit, a crash leaves the call pending, not forgotten."""
     step = open_step(state)
-    _, call = _tool_call(state, assistant_entry_id, tool_index)
+    _, call = _tool_call(state, plan.assistantEntryId, plan.toolIndex)
     return [
         RecordFact(
             id=uuid7(),
             record=ToolStarted(
                 operationId=step.operationId,
                 stepId=step.stepId,
-                assistantEntryId=assistant_entry_id,
-                toolIndex=tool_index,
+                assistantEntryId=plan.assistantEntryId,
+                toolIndex=plan.toolIndex,
                 toolCallId=call.id,
                 toolName=call.function.name,
-                arguments=arguments,
+                arguments=plan.arguments,
                 replay=declaration.replay,
                 replayKey=declaration.replayKey,
                 environmentIdentity=environment,

@@ -217,11 +217,8 @@ def tool_started(state: SessionState, plan: StartTool, declaration: ToolDeclarat
     ]
 
 
-def tool_result(started: ToolCallState, content: str, ok: bool, usage: Usage | None = None) -> list[Fact]:
-    facts: list[Fact] = [_started_result(started, content, ToolResult(type="success" if ok else "error"))]
-    if usage is not None:
-        facts.append(UsageFact(id="", operationId=started.operationId, toolStartedId=started.toolStartedId, usage=usage))
-    return facts
+def tool_result(started: ToolCallState, content: str, ok: bool) -> list[Fact]:
+    return [_started_result(started, content, ToolResult(type="success" if ok else "error"))]
 
 
 def interrupted_result(started: ToolCallState) -> EntryFact:

@@ -94,7 +94,8 @@ class Driver:
     ) -> None:
         self.writer = writer
         self.runtime = runtime
-        runtime.attach(lambda facts: self.writer.commit(facts, "mcp"), writer.state)
+        if runtime.mcp is not None:  # MCP messages go to this journal; the session's earlier approvals are recalled
+            runtime.mcp.attach(lambda facts: self.writer.commit(list(facts), "mcp"), writer.state)
         self.report = report or (lambda line: None)
         self.verbose = verbose
         """Progress lines name steps, entries and responses by id (else by their number in the run)."""

@@ -22,7 +22,6 @@ from tiny_agent.agent.instructions import Instructions
 from tiny_agent.agent.recovery import CurrentConfiguration
 from tiny_agent.agent.tools.toolbox import Approver, ToolBox
 from tiny_agent.errors import UsageError
-from tiny_agent.journal.facts import Fact
 from tiny_agent.journal.partial import in_memory
 from tiny_agent.journal.secrets import remember
 from tiny_agent.journal.state import CompactionOperation, GitState, SentOptions, SessionState
@@ -214,11 +213,6 @@ class Runtime:
                 raise RuntimeError("this drive has no provider configured")
             self._provider = self.connect()
         return self._provider
-
-    def attach(self, commit: Callable[[list[Fact]], object], state: SessionState) -> None:
-        """The journal that MCP messages go to (the driver's), and the session's earlier approvals."""
-        if self.mcp is not None:
-            self.mcp.attach(lambda facts: commit(list(facts)), state)
 
     def close(self) -> None:
         if self.mcp is not None:

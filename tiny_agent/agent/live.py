@@ -180,13 +180,12 @@ class _ResponsesView:
         item = data.get("item")
         if kind == "response.output_item.done" and type(item) is dict and item.get("type") == "function_call":
             index = data.get("output_index")
-            arguments = item.get("arguments")
             return [
                 ShownToolCall(
                     index=index if type(index) is int else 0,
                     id=_text(item.get("call_id")),
                     name=_text(item.get("name")),
-                    arguments=arguments if type(arguments) is str else "",
+                    arguments=_text(item.get("arguments")) or "",
                 )
             ]
         return []

@@ -131,8 +131,7 @@ class Driver:
             compacted = self.compact()
             if compacted.status not in ("completed", "idle"):
                 return compacted
-        result = self._phase_loop(transactions.begin_run(prompt), "run-started")
-        return self._continue(result)
+        return self._continue(self._phase_loop(transactions.begin_run(prompt), "run-started"))
 
     def drive(self) -> DriveResult:
         """Finish whatever is open (a crash's leftovers), and a continuation that was due."""
@@ -154,8 +153,7 @@ class Driver:
                 return DriveResult(status="failed", reason=f"cannot compact: {unfit}")
             self.report(compaction.describe_piece(state, end, final))
             cut, piece = compaction.Cut.at(transactions.message_ids(state), end), done + 1 if done or end < final else None
-            started = transactions.begin_compaction(state, cut, piece)
-            result = self._phase_loop(started, "compaction-started")
+            result = self._phase_loop(transactions.begin_compaction(state, cut, piece), "compaction-started")
             if result.status == "completed" and end == final:
                 return result
             done += result.status == "completed"
@@ -344,8 +342,7 @@ class Driver:
         raw = raw_response(
             received.status, received.content_type, received.body(), received.incomplete, received.content_encoding
         )
-        stamped = self.writer.commit(transactions.raw_response(self.state, raw), "raw")
-        fact = stamped[0]
+        fact = self.writer.commit(transactions.raw_response(self.state, raw), "raw")[0]
         if not isinstance(fact, RawFact):
             raise AssertionError("a raw transaction starts with its raw fact")
         self._last_raw = (fact.id, fact.raw)

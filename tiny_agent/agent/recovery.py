@@ -207,7 +207,8 @@ def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttemp
     if current.maxSteps is not UNSET and state.runSteps >= current.maxSteps:
         # Every call of the last step is answered, so stopping here leaves a transcript the
         # provider accepts; a failed run needs nothing more (session-v2 §9.7).
-        return Finish(outcome="failed", error=step_limit_error(state.runSteps))
+        error = PlanError(code=STEP_LIMIT_CODE, message=f"stopped at the step limit after {state.runSteps} model steps")
+        return Finish(outcome="failed", error=error)
     if current.contextFull:
         # A compaction cannot start while the run is open: the run ends here (its calls answered),
         # the caller compacts, and a continuation run takes the task up again.
@@ -220,10 +221,6 @@ def _settled_run_step(state: SessionState, run: RunOperation, step: LatestAttemp
 CONTEXT_FULL_ERROR: Final = PlanError(
     code=CONTEXT_FULL, message="the context outgrew the model's window; compacting and continuing in a new run"
 )
-
-
-def step_limit_error(steps: int) -> PlanError:
-    return PlanError(code=STEP_LIMIT_CODE, message=f"stopped at the step limit after {steps} model steps")
 
 
 def _first_untouched(call: _Call, current: CurrentConfiguration) -> Plan:

@@ -40,7 +40,6 @@ class TerminalDisplay:
         views: dict[str, type[_View]] = {"anthropic": _AnthropicView, "responses": _ResponsesView}
         self._view = views.get(api, LiveChatView)() if streamed else None
         self._ticker = _Ticker(self._err)
-        self._ticker.start()
 
     def model_bytes(self, chunk: bytes) -> None:
         if self._decoder is None or self._view is None:
@@ -94,7 +93,7 @@ class TerminalDisplay:
 
 
 class _Ticker:
-    """``waiting for the model… 12 s`` on one stderr line, redrawn each second until stopped."""
+    """``waiting for the model… 12 s`` on one stderr line, redrawn each second from when it is made until stopped."""
 
     def __init__(self, err: TextIO) -> None:
         self._err = err
@@ -102,8 +101,6 @@ class _Ticker:
         self._thread = threading.Thread(target=self._run, name="elapsed", daemon=True)
         self._started = time.monotonic()
         self._drawn = False
-
-    def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:

@@ -180,9 +180,8 @@ class McpTools:
         known = server.session.identity
         server.session.close()
         server.session.open()
-        server.broken = False
-        if server.session.identity != known:
-            server.broken = True
+        server.broken = server.session.identity != known
+        if server.broken:
             raise McpFailure("the server came back with other tools or another identity; not calling it", transport=True)
 
     def flush(self, link: str | None = None, everything: bool = False) -> None:

@@ -49,7 +49,6 @@ from tiny_agent.journal.state import (
     LatestAttempt,
     RunOperation,
     SessionState,
-    StepKind,
     ToolCallState,
 )
 from tiny_agent.journal.tools import ToolDeclaration
@@ -109,16 +108,14 @@ def begin_run(prompt: str) -> list[Fact]:
 
 def step_attempt(state: SessionState, configuration: Configuration, plan: StartStep) -> list[Fact]:
     """``stepAttempt`` as the planner's ``plan`` says (a retry keeps its step's id)."""
-    operation = _open_operation(state)
-    kind: StepKind = "assistant" if type(operation) is RunOperation else "compaction"
     return [
         RecordFact(
             id="",
             record=StepAttempt(
-                operationId=operation.operationId,
+                operationId=_open_operation(state).operationId,
                 stepId=plan.stepId or uuid7(),
                 attemptId=uuid7(),
-                stepKind=kind,
+                stepKind=plan.stepKind,
                 attempt=plan.attempt,
                 contextThroughEntryId=plan.contextThroughEntryId,
                 configurationSnapshot=configuration.snapshot(),

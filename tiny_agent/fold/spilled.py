@@ -43,18 +43,6 @@ RECENT: Final = 1024
 """How many of the newest messages stay in memory (what the rules of the next lines look up)."""
 
 
-class _Gone:
-    """The message of an entry that is not held: it is in the journal, on its line."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "GONE"
-
-
-GONE: Final = _Gone()
-
-
 def spill(fold: FoldCore, line_at: LineAt, recent: int | None = None) -> SpilledEntries:
     """Make a fold whose header is applied (and nothing more) hold its messages only while they are recent."""
     state = fold.state

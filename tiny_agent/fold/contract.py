@@ -208,10 +208,10 @@ def show(value: object) -> str:
 # -- the checks: each raises the rule's own code ------------------------------------
 
 
-def require_keys(value: dict[str, Any], allowed: frozenset[str], what: str) -> None:
+def require_keys(value: dict[str, Any], allowed: frozenset[str], what: str, code: ErrorCode = INVALID_FACT) -> None:
     if not value.keys() <= allowed:
         unknown = next(key for key in value if key not in allowed)
-        fail(INVALID_FACT, f'{what} has unknown key "{unknown}"')
+        fail(code, f'{what} has unknown key "{unknown}"')
 
 
 def require_uuid(value: object, what: str) -> str:

@@ -165,9 +165,7 @@ class Fold(FoldCore):
         profile = PROFILES.get(version) if type(version) is int else None
         # Only a supported version's header may have its members: any other is held to the v2 list.
         allowed = profile.header_keys if profile is not None else contract.HEADER_KEYS
-        if not value.keys() <= allowed:
-            unknown = next(key for key in value if key not in allowed)
-            _bad_header(f'header has unknown key "{unknown}"')
+        require_keys(value, allowed, "header", "INVALID_HEADER")
         if value.get("kind") != "header":
             _bad_header('header kind is not "header"')
         if profile is None:
@@ -333,9 +331,7 @@ def _link(link: type[Origin | Parent], value: Any) -> Any:
     name = link.__name__.lower()
     if type(value) is not dict:
         _bad_header(f"header {name} is not a JSON object")
-    unknown = [key for key in value if key not in member_names(link)]
-    if unknown:
-        _bad_header(f'header {name} has unknown key "{unknown[0]}"')
+    require_keys(value, member_names(link), f"header {name}", "INVALID_HEADER")
     for member, rule, what in LINK_RULES[link]:
         if not rule(value.get(member)):
             _bad_header(f"header {name} {member} is not {what}: {show(value.get(member))}")

@@ -22,6 +22,7 @@ from tiny_agent.fold.contract import (
     is_uuid,
     member_names,
     require_keys,
+    require_object,
     require_uuid,
     show,
     uuid_match,
@@ -371,10 +372,7 @@ def record_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
 
 def _body(fact: dict[str, Any], keys: frozenset[str], member: str) -> dict[str, Any]:
     require_keys(fact, keys, f"{member} fact")
-    body = fact.get(member)
-    if type(body) is not dict:
-        fail(INVALID_FACT, f"{member} is not an object")
-    return body
+    return require_object(fact.get(member), member)
 
 
 REFERENCE_RULES: Final = {

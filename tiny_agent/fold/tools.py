@@ -212,9 +212,7 @@ def tool_entry(fold: FoldCore, entry: dict[str, Any], fact_id: str, message: Too
     require_keys(
         entry, contract.PRE_EXECUTION_RESULT_KEYS if pre_execution else contract.STARTED_RESULT_KEYS, "tool result entry"
     )
-    result = entry.get("result")
-    if type(result) is not dict:
-        fail(INVALID_FACT, "tool result is not an object")
+    result = require_object(entry.get("result"), "tool result")
     require_keys(result, contract.RESULT_KEYS, "tool result")
     step_id = require_uuid(entry.get("stepId"), "tool result stepId")
     tool_name = require_text(entry.get("toolName"), "tool result toolName")

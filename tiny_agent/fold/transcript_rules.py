@@ -17,8 +17,7 @@ from tiny_agent.journal.transcript import AssistantMessage, FunctionCall, Messag
 
 def parse_message(value: object, what: str = "message") -> Message:
     """Check a journal message against the exact-key contract and return it typed."""
-    if not isinstance(value, dict):
-        fail(INVALID_FACT, f"{what} is not an object")
+    value = require_object(value, what)
     role = value.get("role")
     if role == "user":
         require_keys(value, contract.USER_MESSAGE_KEYS, f"user {what}")

@@ -8,7 +8,7 @@ from typing import Any
 from msgspec import UNSET
 
 from tiny_agent.fold import contract
-from tiny_agent.fold.contract import INVALID_FACT, INVALID_REFERENCE, fail, require_keys, require_uuid, show
+from tiny_agent.fold.contract import INVALID_FACT, INVALID_REFERENCE, fail, require_keys, require_object, require_uuid, show
 from tiny_agent.fold.core import FoldCore
 from tiny_agent.journal.facts import UsageFact
 from tiny_agent.journal.json_profile import MAX_SAFE_INTEGER
@@ -37,9 +37,7 @@ def usage_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
         if started is None or started.operationId != operation_id:
             require_uuid(owner_id, "usage toolStartedId")
             fail(INVALID_REFERENCE, f"usage toolStartedId {owner_id} is not a tool of operation {operation_id}")
-    usage = fact.get("usage")
-    if type(usage) is not dict:
-        fail(INVALID_FACT, "usage is not an object")
+    usage = require_object(fact.get("usage"), "usage")
     require_keys(usage, fold.profile.usage_keys, "usage")
     totals = fold.state.usage
     added: list[int] = []

@@ -212,20 +212,14 @@ class Fold(FoldCore):
 
     def _transaction(self, value: Any, start: int = 0) -> None:
         """The reference path: every rule in the contract's order, from fact ``start`` on (after the fast path's)."""
-        if type(value) is list:
-            if not value:
-                raise Fault("EMPTY_TRANSACTION", "empty transaction array", with_seq=False)
-            self.line_facts = len(value)
-            for index in range(start, len(value)):
-                self.fact_index = index
-                self._fact(value[index])
-            last = value[-1]
-        else:
-            self.line_facts = 1
-            self.fact_index = 0
-            self._fact(value)
-            last = value
-        self._end_transaction(last["kind"] == "seal")
+        facts = value if type(value) is list else [value]
+        if not facts:
+            raise Fault("EMPTY_TRANSACTION", "empty transaction array", with_seq=False)
+        self.line_facts = len(facts)
+        for index in range(start, len(facts)):
+            self.fact_index = index
+            self._fact(facts[index])
+        self._end_transaction(facts[-1]["kind"] == "seal")
 
     def _end_transaction(self, ends_with_seal: bool) -> None:
         """The rules of a whole line, once each of its facts is applied."""

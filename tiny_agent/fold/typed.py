@@ -102,16 +102,14 @@ OperationFinishedWire: Final = RECORD_SHAPES[facts.OperationFinished]
 EntryFactWire: Final = shape(facts.EntryFact, entry=MessageEntry)
 RecordFactWire: Final = shape(facts.RecordFact, record=functools.reduce(operator.or_, RECORD_SHAPES.values()))
 UsageFactWire: Final = shape(facts.UsageFact)
-RawFactWire: Final = shape(facts.RawFact)
-McpFactWire: Final = shape(facts.McpFact)
 SealFactWire: Final = shape(facts.SealFact)
 
 FACT_SHAPES: Final[dict[facts.FactKind, type[msgspec.Struct]]] = {
     "entry": EntryFactWire,
     "record": RecordFactWire,
     "usage": UsageFactWire,
-    "raw": RawFactWire,
-    "mcp": McpFactWire,
+    "raw": shape(facts.RawFact),
+    "mcp": shape(facts.McpFact),
     "seal": SealFactWire,
 }
 

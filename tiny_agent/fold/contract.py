@@ -50,11 +50,10 @@ def member_names(struct: type[msgspec.Struct]) -> frozenset[str]:
 
 # -- closed objects (session-v2 §4, §7-§10, §13.1; v3) ------------------------------
 
-HEADER_LINKS: Final = frozenset(("origin", "parent"))
-"""Our v3 header's optional members saying where a session came from (:mod:`tiny_agent.journal.links`)."""
 V3_HEADER_KEYS: Final = member_names(facts.HeaderLine)
-HEADER_KEYS: Final = V3_HEADER_KEYS - HEADER_LINKS
-"""The v2 header's members, exactly (session-v2 §4)."""
+HEADER_KEYS: Final = V3_HEADER_KEYS - {"origin", "parent"}
+"""The v2 header's members, exactly (session-v2 §4); v3 adds our optional ``origin`` and ``parent``, saying where a
+session came from (:mod:`tiny_agent.journal.links`)."""
 ORIGIN_KEYS: Final = member_names(Origin)
 PARENT_KEYS: Final = member_names(Parent)
 

@@ -241,13 +241,10 @@ def _parts(books: Older | None, entries: list[AppliedEntry]) -> dict[str, list[A
     """The older part as each container takes it back (dicts as their items, in order)."""
     if books is None:
         raise IndexError("the snapshot has no older part")
-    parts: dict[str, list[Any]] = {name: list(getattr(books, name).items()) for name in ("reserved", "attempts", "tool_calls")}
+    parts = {name: list(getattr(books, name).items()) if name in DICTS else getattr(books, name) for name in PARTS[2:]}
     return parts | {
         "entries": [(entry.id, entry) for entry in entries],
         "transcript": [entry.message for entry in entries if entry.message is not None],
-        "fact_ids": books.fact_ids,
-        "operations": books.operations,
-        "used_pairs": books.used_pairs,
     }
 
 

@@ -61,15 +61,12 @@ class FoldCore:
 
     # -- the ID namespace (§6) ----------------------------------------------------
 
-    def in_use(self, value: str) -> bool:
-        """A fact's ID or a reserved one."""
-        return value in self.books.fact_ids or value in self.state.entries or value in self.books.reserved
-
     def reserve(self, value: object, flavour: Flavour, what: str) -> str:
         reserved = require_uuid(value, what)
-        if self.in_use(reserved):
+        books = self.books
+        if reserved in books.fact_ids or reserved in self.state.entries or reserved in books.reserved:
             fail(DUPLICATE_ID, f"{what} {reserved} is already in use")
-        self.books.reserved[reserved] = flavour
+        books.reserved[reserved] = flavour
         return reserved
 
     def reservable(self, value: str, fact_id: str) -> bool:

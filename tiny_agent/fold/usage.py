@@ -40,7 +40,6 @@ def usage_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
     usage = require_object(fact.get("usage"), "usage")
     require_keys(usage, fold.profile.usage_keys, "usage")
     totals = fold.state.usage
-    added: list[int] = []
     for name in contract.USAGE_COUNTERS:
         if name == "reasoning" and name not in usage:
             break
@@ -49,11 +48,10 @@ def usage_fact(fold: FoldCore, fact: dict[str, Any], fact_id: str) -> None:
             fail(INVALID_FACT, f"usage.{name} is not a safe non-negative integer: {show(value)}")
         if total + value > MAX_SAFE_INTEGER:
             fail(INVALID_FACT, f"usage.{name} overflows the session total")
-        added.append(total + value)
-    reasoning = added[4] if len(added) > 4 else totals.reasoning
-    fold.state.usage = Usage(added[0], added[1], added[2], added[3], reasoning)
+    added = Usage(**usage)
+    fold.state.usage = totals + added
     if has_attempt:
-        _counted(fold, owner_id, Usage(usage["input"], usage["output"], usage["cacheRead"], usage["cacheWrite"]))
+        _counted(fold, owner_id, added)
 
 
 def fast_usage(fold: FoldCore, fact: UsageFact, fact_id: str) -> bool:

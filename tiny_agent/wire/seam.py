@@ -114,8 +114,9 @@ RequestBuilder = Callable[[str, str, Messages, Tools, RequestOptions], WireReque
 class Seam(Protocol):
     """One API's seam rules (its ``seam`` module satisfies this)."""
 
-    def read_usage(self, body: Any) -> tuple[UsageDerivation, str | None]:
-        """The derivation (unreadable counters count as 0) and the first problem found."""
+    def read_usage(self, usage: dict[str, Any], problems: list[str]) -> UsageDerivation:
+        """The derivation from the body's usage object (empty when it is not one): an unreadable counter counts as 0 and
+        adds its problem to ``problems``."""
         ...
 
     def finish_reason(self, body: dict[str, Any]) -> Any: ...
@@ -142,7 +143,11 @@ class WireApi(msgspec.Struct, frozen=True):
 
     def read_usage(self, body: Any) -> tuple[UsageDerivation, str | None]:
         """The body's usage as this API derives it (:class:`NotReported` without a usage object), and its first problem."""
-        return (NotReported(), None) if type(body) is not dict or body.get("usage") is None else self.seam.read_usage(body)
+        if type(body) is not dict or body.get("usage") is None:
+            return NotReported(), None
+        problems: list[str] = []
+        derivation = self.seam.read_usage(member_object(body, "usage", "usage", problems), problems)
+        return derivation, problems[0] if problems else None
 
     def normalize(self, body: Any) -> Outcome:
         derivation, usage_problem = self.read_usage(body)

@@ -181,13 +181,11 @@ def _result(block: dict[str, Any]) -> str:
     return ("error " if block.get("is_error") is True else "") + (", ".join(shown) or short(content))
 
 
-def read_usage(body: Any) -> tuple[AnthropicUsageDerivation, str | None]:
-    problems: list[str] = []
-    usage = member_object(body, "usage", "usage", problems)
+def read_usage(usage: dict[str, Any], problems: list[str]) -> AnthropicUsageDerivation:
     counts: dict[str, Any] = {key: counter(usage, key, f"usage.{key}", problems) for key in _COUNTERS}
     split = member_object(usage, "cache_creation", "usage.cache_creation", problems)
     ttl = tuple((key, counter(split, key, f"usage.cache_creation.{key}", problems)) for key in split)
-    return AnthropicUsageDerivation(**counts, cache_creation=ttl), problems[0] if problems else None
+    return AnthropicUsageDerivation(**counts, cache_creation=ttl)
 
 
 def dropped_paths(body: dict[str, Any], derivation: object) -> list[str]:

@@ -172,9 +172,7 @@ def _stop_reason(finish_reason: Any, message: AssistantMessage) -> StopReason:
     raise Reject(f"finish_reason {short(finish_reason)} is not one the seam knows (stop, length, tool_calls)")
 
 
-def read_usage(body: Any) -> tuple[ChatUsageDerivation, str | None]:
-    problems: list[str] = []
-    usage = member_object(body, "usage", "usage", problems)
+def read_usage(usage: dict[str, Any], problems: list[str]) -> ChatUsageDerivation:
     prompt = counter(usage, "prompt_tokens", "usage.prompt_tokens", problems, "strings")
     completion = counter(usage, "completion_tokens", "usage.completion_tokens", problems, "strings")
     details = member_object(usage, "prompt_tokens_details", "usage.prompt_tokens_details", problems)
@@ -188,7 +186,7 @@ def read_usage(body: Any) -> tuple[ChatUsageDerivation, str | None]:
         source = "prompt_cache_hit_tokens"
     write = counter(details, "cache_write_tokens", "usage.prompt_tokens_details.cache_write_tokens", problems, "strings")
     output_details = member_object(usage, "completion_tokens_details", "usage.completion_tokens_details", problems)
-    derivation = ChatUsageDerivation(
+    return ChatUsageDerivation(
         prompt_tokens=prompt,
         completion_tokens=completion,
         cache_read=cache_read,
@@ -197,7 +195,6 @@ def read_usage(body: Any) -> tuple[ChatUsageDerivation, str | None]:
         cost=reported_cost(usage),
         reasoning=optional_counter(output_details, "reasoning_tokens", REASONING, problems),
     )
-    return derivation, problems[0] if problems else None
 
 
 REASONING: Final = "usage.completion_tokens_details.reasoning_tokens"

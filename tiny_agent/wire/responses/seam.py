@@ -159,12 +159,10 @@ def _tool_call(item: dict[str, Any], where: str) -> ToolCall:
     return ToolCall(id=call_id, type="function", function=FunctionCall(name=name, arguments=arguments))
 
 
-def read_usage(body: Any) -> tuple[ResponsesUsageDerivation, str | None]:
-    problems: list[str] = []
-    usage = member_object(body, "usage", "usage", problems)
+def read_usage(usage: dict[str, Any], problems: list[str]) -> ResponsesUsageDerivation:
     details = member_object(usage, "input_tokens_details", "usage.input_tokens_details", problems)
     output_details = member_object(usage, "output_tokens_details", "usage.output_tokens_details", problems)
-    derivation = ResponsesUsageDerivation(
+    return ResponsesUsageDerivation(
         input_tokens=counter(usage, "input_tokens", "usage.input_tokens", problems),
         cached_tokens=counter(details, "cached_tokens", "usage.input_tokens_details.cached_tokens", problems),
         output_tokens=counter(usage, "output_tokens", "usage.output_tokens", problems),
@@ -172,7 +170,6 @@ def read_usage(body: Any) -> tuple[ResponsesUsageDerivation, str | None]:
         reasoning=optional_counter(output_details, "reasoning_tokens", "usage.output_tokens_details.reasoning_tokens", problems),
         cost=reported_cost(usage),
     )
-    return derivation, problems[0] if problems else None
 
 
 def dropped_paths(body: dict[str, Any], derivation: object) -> list[str]:

@@ -128,24 +128,22 @@ class _Reassembler:
     def _block_delta(self, value: dict[str, Any], where: str) -> None:
         block = self._open_block(value, where)
         delta = require_object(value.get("delta", MISSING), f"{where}.delta")
-        if block.kind == "other":
-            # The seam rejects a block it does not know; its deltas need no reading.
-            self._carried(value, {"type": None, "index": None, "delta": DROPPED}, where)
-            return
-        delta_type = delta.get("type", MISSING)
-        if type(delta_type) is not str or (delta_type not in _CARRIED_DELTAS and delta_type not in _UNCARRIED_DELTAS):
-            raise Reject(f"{where}.delta.type is {describe(delta_type)}, not a delta the seam knows")
-        belongs = _CARRIED_DELTAS.get(delta_type) or _UNCARRIED_DELTAS[delta_type]
-        if belongs != block.kind:
-            raise Reject(
-                f"{where}: {delta_type} for content block {value['index']}, which is a {short(block.start.get('type'))} block"
-            )
-        if delta_type not in _CARRIED_DELTAS:
-            self._carried(value, {"type": None, "index": None, "delta": DROPPED}, where)
-            return
-        member = "text" if delta_type == "text_delta" else "partial_json"
-        block.pieces.append(require_string(delta, member, f"{where}.delta"))
-        self._carried(value, {"type": None, "index": None, "delta": {"type": None, member: None}}, where)
+        kept: Any = DROPPED
+        # The seam rejects a block it does not know; its deltas need no reading.
+        if block.kind != "other":
+            delta_type = delta.get("type", MISSING)
+            if type(delta_type) is not str or (delta_type not in _CARRIED_DELTAS and delta_type not in _UNCARRIED_DELTAS):
+                raise Reject(f"{where}.delta.type is {describe(delta_type)}, not a delta the seam knows")
+            belongs = _CARRIED_DELTAS.get(delta_type) or _UNCARRIED_DELTAS[delta_type]
+            if belongs != block.kind:
+                raise Reject(
+                    f"{where}: {delta_type} for content block {value['index']}, which is a {short(block.start.get('type'))} block"
+                )
+            if delta_type in _CARRIED_DELTAS:
+                member = "text" if delta_type == "text_delta" else "partial_json"
+                block.pieces.append(require_string(delta, member, f"{where}.delta"))
+                kept = {"type": None, member: None}
+        self._carried(value, {"type": None, "index": None, "delta": kept}, where)
 
     def _open_block(self, value: dict[str, Any], where: str) -> _OpenBlock:
         index = value.get("index", MISSING)

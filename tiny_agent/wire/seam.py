@@ -151,17 +151,15 @@ class WireApi(msgspec.Struct, frozen=True):
 
     def normalize(self, body: Any) -> Outcome:
         derivation, usage_problem = self.read_usage(body)
-        metadata = self._metadata(body)
         try:
             message, stop_reason = self.seam.answer(body)
             if usage_problem is not None:
                 raise Reject(usage_problem)
         except Reject as rejection:
-            reason = self.explained(rejection.reason, body)
-            return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **metadata)
+            return self.rejected(self.explained(rejection.reason, body), body)
         dropped = self.seam.dropped_paths(body, derivation)
         hosted = self.seam.activity(body)
-        return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **metadata, hosted=hosted)
+        return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **self._metadata(body), hosted=hosted)
 
     def rejected(self, reason: str, body: Any = None) -> Rejected:
         """A rejection that still ledgers the usage ``body`` (what had arrived) reports."""

@@ -116,11 +116,9 @@ def summary_of(state: SessionState) -> Summary:
 
 def failed_summary(session: str, status: Status, error: CorruptionError | str, header: Header | None = None) -> Summary:
     """A journal that cannot be listed from its state: ``corrupt`` (with its header when that is intact) or ``unreadable``."""
-    summary = Summary(session=session, created=None, model=None, status=status, error=str(error))
-    if header is not None:
-        summary.session, summary.created, summary.model = header.id, header.createdAt, header.model
-        summary.cwd, summary.provider = header.cwd, header.provider
-    return summary
+    if header is None:
+        return Summary(session=session, created=None, model=None, status=status, error=str(error))
+    return Summary(header.id, header.createdAt, header.model, status, header.cwd, header.provider, error=str(error))
 
 
 def _status_of(state: SessionState) -> Status:

@@ -185,9 +185,7 @@ class PgStore(Database):
             if state.repairedLength >= length:
                 return summary_of(state)
             problem = f"TRUNCATED: its rows hold {state.repairedLength} bytes but its index row says {length}: lines were cut off"
-        corrupt = Summary(session=indexed.session, created=indexed.created, model=indexed.model, status="corrupt")
-        corrupt.cwd, corrupt.provider, corrupt.error = indexed.cwd, indexed.provider, problem
-        return corrupt
+        return Summary(indexed.session, indexed.created, indexed.model, "corrupt", indexed.cwd, indexed.provider, error=problem)
 
     def _lock_parts(self, session_id: str) -> tuple[int, int]:
         return pgschema.lock_parts(pgschema.lock_key(self.schema, session_id))

@@ -60,13 +60,9 @@ def parse_adapter_identity(identity: str) -> AdapterIdentity:
     an unknown adapter or version) reads as plain chat, not ``recognised``."""
     base, plus, listed = identity.partition("+")
     api = _API_OF_IDENTITY.get(base)
-    if api is None:
-        return AdapterIdentity(api="chat", adapters=(), recognised=False)
-    if not plus:
-        return AdapterIdentity(api=api, adapters=(), recognised=True)
-    references = tuple(listed.split(","))
-    well_formed = API[api].adapt is not None and all(_REFERENCE_PATTERN.fullmatch(ref) for ref in references)
-    if not well_formed or not all(is_known_adapter(ref) for ref in references):
+    references = tuple(listed.split(",")) if plus else ()
+    known = all(_REFERENCE_PATTERN.fullmatch(ref) and is_known_adapter(ref) for ref in references)
+    if api is None or not known or (references and API[api].adapt is None):
         return AdapterIdentity(api="chat", adapters=(), recognised=False)
     return AdapterIdentity(api=api, adapters=references, recognised=True)
 

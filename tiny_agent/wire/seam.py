@@ -182,9 +182,8 @@ class WireApi(msgspec.Struct, frozen=True):
 
     def normalize_stream(self, stream: bytes | str) -> NormalizedStream:
         reassembly = self.reassemble(stream)
-        if reassembly.problem is None:
-            return NormalizedStream(outcome=self.normalize(reassembly.body), reassembly=reassembly)
-        return NormalizedStream(outcome=self.stream_rejected(stream, reassembly), reassembly=reassembly)
+        outcome = self.normalize(reassembly.body) if reassembly.problem is None else self.stream_rejected(stream, reassembly)
+        return NormalizedStream(outcome=outcome, reassembly=reassembly)
 
     def stream_rejected(self, stream: bytes | str, reassembly: Reassembly) -> Rejected:
         """Its problem (:meth:`explained` by its first event), with the usage that had arrived."""

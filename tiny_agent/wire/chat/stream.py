@@ -12,7 +12,7 @@ from typing import Any, Final
 import msgspec
 
 from tiny_agent.journal.json_profile import LineDecoder, ProfileViolation
-from tiny_agent.wire.seam import MISSING, Reassembly, Reject, describe, error_text, kind, short
+from tiny_agent.wire.seam import MISSING, Reassembly, Reject, describe, error_text, kind, short, text_member
 from tiny_agent.wire.sse import DONE, SseEvent, parse_events, stream_events
 
 _KEEP_FIRST: Final = frozenset(("index", "type"))
@@ -145,11 +145,10 @@ class LiveChatView:
     def _call(self, index: int, revised: bool) -> ShownToolCall:
         call = self._assembler.call_so_far(index)
         function = call["function"] if type(call.get("function")) is dict else {}
-        call_id, name = call.get("id"), function.get("name")
         return ShownToolCall(
             index=index,
-            id=call_id if type(call_id) is str else None,
-            name=name if type(name) is str else None,
+            id=text_member(call, "id"),
+            name=text_member(function, "name"),
             arguments=_as_text(function.get("arguments")),
             revised=revised,
         )

@@ -118,7 +118,5 @@ def derive(raw: RawResponse, adapter_identity: str) -> Derivation:
             value = decode_body(body)
         except Reject as rejection:
             return derived(api.rejected(rejection.reason))
-    if api.adapt is None:
-        return derived(api.normalize(value))
-    adapted, changes = api.adapt(value, identity.adapters)
+    adapted, changes = (value, []) if api.adapt is None else api.adapt(value, identity.adapters)
     return derived(api.normalize(adapted), changes)

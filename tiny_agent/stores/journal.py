@@ -364,21 +364,24 @@ class JournalWriter:
         path: Path | None = None,
         *,
         reader: Callable[[], Iterable[bytes]] | None = None,
+        continued: bool = False,
     ) -> None:
-        """``reader`` gives the journal's committed bytes (by default, the file at ``path``)."""
+        """``reader`` gives the journal's committed bytes (by default, the file at ``path``); ``continued``: a journal opened
+        to be continued, whose writer refuses to start a model attempt if it is v2 (it cannot record the response)."""
         self._appender = appender
         self.fold = fold
         """The live fold through the last commit (folded again after a refused candidate)."""
         self._clock = clock
         self._reader = reader
         self._poisoned: str | None = None
-        self._attempts_refused: str | None = None
-        """Why a transaction starting a model attempt is refused (a v2 journal opened to be continued)."""
         self._committed = False
         self._closed = False
         self._mutex = threading.RLock()
         self.path = path if path is not None else Path(appender.name)
         """The journal's file (file store) or a path-like name for messages (other stores)."""
+        refused = continued and "raw" not in fold.profile.fact_kinds
+        self._attempts_refused = cannot_record_responses(self.path) if refused else None
+        """Why a transaction starting a model attempt is refused (a v2 journal opened to be continued)."""
         self.repaired_tail: Path | None = None
         self.tightened_mode: int | None = None
         """The permission bits a reopened journal had before it was reset to 0600."""
@@ -395,10 +398,6 @@ class JournalWriter:
     def chunks(self) -> Iterable[bytes]:
         """The journal's committed bytes as its store holds them (what a writer reads back, e.g. a stored response)."""
         return self._reader() if self._reader is not None else disk.file_chunks(self.path)
-
-    def refuse_model_calls(self, why: str) -> None:
-        """Refuse every transaction that starts a model attempt, saying ``why`` (a v2 journal cannot record responses)."""
-        self._attempts_refused = why
 
     @classmethod
     def create(
@@ -432,9 +431,7 @@ class JournalWriter:
             header_id = fold.state.header.id
             if session_id is not None and header_id != session_id:
                 raise SessionMisnamed(path, header_id, session_id)
-            writer = cls(appender, fold, clock, path)
-            if "raw" not in fold.profile.fact_kinds:
-                writer.refuse_model_calls(cannot_record_responses(path))
+            writer = cls(appender, fold, clock, path, continued=True)
             writer.repaired_tail = disk.cut_torn_tail(path, fd, fold.committed_length, now_ms())
             writer.tightened_mode = disk.make_private(fd)
         except BaseException:

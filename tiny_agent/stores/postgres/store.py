@@ -8,7 +8,6 @@ import errno
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -26,7 +25,6 @@ from tiny_agent.stores.files.store import FileStore, file_session, sessions_dir
 from tiny_agent.stores.journal import (
     Durability,
     JournalWriter,
-    cannot_record_responses,
     fold_chunks,
     lines_of,
     new_header,
@@ -265,9 +263,7 @@ class PgStore(Database):
                 raise self.unavailable(what, error) from None
             raise
         appender = RowAppender(self, conn, session_id, fold.lines, key, lambda: writer.fold)
-        writer = JournalWriter(appender, fold, reader=lambda: read_chunks(conn, session_id))
-        if "raw" not in fold.profile.fact_kinds:
-            writer.refuse_model_calls(cannot_record_responses(Path(session_id)))
+        writer = JournalWriter(appender, fold, reader=lambda: read_chunks(conn, session_id), continued=True)
         return writer
 
     def create_from(

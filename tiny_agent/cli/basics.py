@@ -15,7 +15,6 @@ from tiny_agent.errors import EXIT_INTERNAL, EXIT_OK, CorruptionError, TinyAgent
 if TYPE_CHECKING:
     from tiny_agent.cli.declarations import Stored
     from tiny_agent.fold.fold import Fold
-    from tiny_agent.journal.state import SessionState
     from tiny_agent.stores.base import Session, Store
 
 
@@ -62,9 +61,6 @@ class Found(NamedTuple):
             return self.store.fold(self.session, progress, lean=lean)
         except OSError as error:
             raise os_error(error, self.name) from None
-
-    def state(self) -> SessionState:
-        return self.fold().state
 
     @property
     def handle(self) -> str:

@@ -275,7 +275,7 @@ def demo(args: Demo) -> None:
     out = sys.stdout
     out.write(f"\n=== replay of {writer.path} ===\n\n")
     found = found_of(writer, where)
-    print_found(found.state(), found)
+    print_found(found.fold().state, found)
     out.write(
         f"\nThe provider was asked {counted(requests, 'time')}; each response is in the journal twice: raw, exactly as\n"
         f"received (with its reasoning, refusal and annotations), and canonical, as the seam kept it.\n"
@@ -366,7 +366,7 @@ def _plan_only(found: Found, current_config: str | None, options: Drive, as_json
 
     refuse_if_held(found)
     try:
-        state = found.state()
+        state = found.fold().state
     except CorruptionError as error:
         corrupt(error, found.path, as_json)
     if current_config is not None:  # a fixture's plan, as the planner gives it

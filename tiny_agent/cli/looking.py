@@ -275,7 +275,10 @@ def view(args: View) -> None:
     shown = f"{counted(len(built.attempts), 'attempt')}, {counted(len(built.operations), 'operation')}"
     write_page(str(target), page, shown, make_directory=output is None)
     if args.open_page:
-        _open_in_browser(target)
+        import webbrowser
+
+        if not webbrowser.open(target.resolve().as_uri()):
+            progress(f"no browser could be started; open {target} yourself")
 
 
 def default_view_path(session_id: str) -> Path:
@@ -305,13 +308,6 @@ def write_page(name: str, page: bytes, shown: str, *, make_directory: bool = Fal
     except OSError as error:
         raise os_error(error, str(target)) from None
     sys.stdout.write(f"wrote {name} ({len(page):,} bytes; {shown})\n")
-
-
-def _open_in_browser(target: Path) -> None:
-    import webbrowser
-
-    if not webbrowser.open(target.resolve().as_uri()):
-        sys.stderr.write(f"· no browser could be started; open {target} yourself\n")
 
 
 def report(args: Report) -> None:

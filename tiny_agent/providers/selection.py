@@ -144,8 +144,7 @@ class _Sources(NamedTuple):
                 )
             return recorded.base_url, "the session's routing identity"
         # The config file's base_url goes with its own provider, or with custom when it names none.
-        applies = config is not None and (config.provider == profile.name or (config.provider is None and profile.name == CUSTOM))
-        if config is not None and config.base_url is not None and applies:
+        if config is not None and config.base_url is not None and (config.provider or CUSTOM) == profile.name:
             return config.base_url, f"config file {config.source}"
         if profile.base_url is not None:
             return profile.base_url, f"provider {profile.name}"

@@ -227,7 +227,6 @@ class HttpProvider:
         self._endpoint = endpoint
         self._limits = limits
         self._clock = _Clock(limits)
-        self._host = endpoint.host
         self._pool = _pool(endpoint.url(""), _network(self._clock))
 
     def send(self, request: WireRequest, received: Received) -> None:
@@ -277,7 +276,7 @@ class HttpProvider:
         if received.has_response:
             received.incomplete = what
             return
-        raise TransportError(kind, f"request to {self._host} {what}") from None
+        raise TransportError(kind, f"request to {self._endpoint.host} {what}") from None
 
     def _timed_out(self, error: Exception, received: Received, stream: bool) -> str:
         limits = self._limits

@@ -41,7 +41,7 @@ def parse(words: Sequence[str]) -> Command | None:
             continue
         name, has_value, attached = word.partition("=") if word.startswith("--") else (word, "", "")
         option, switched = options.get(name, (None, None))
-        if option is None or (option.name in given and not _repeatable(option)):
+        if option is None or (option.name in given and option.kind != "texts"):
             return None
         given.add(option.name)
         if switched is not None:
@@ -55,7 +55,7 @@ def parse(words: Sequence[str]) -> Command | None:
         converted = _converted(option, value)
         if converted is None:
             return None
-        values[option.name] = [*(values[option.name] or ()), converted] if _repeatable(option) else converted
+        values[option.name] = [*(values[option.name] or ()), converted] if option.kind == "texts" else converted
     if not _bind([parameter for parameter in declared if not parameter.flags], positional, values):
         return None
     return build(command, values)
@@ -68,10 +68,6 @@ def _spellings(parameter: Param) -> list[tuple[str, bool | None]]:
         on, off = parameter.flags[0].split("/")
         return [(on, True), (off, False)]
     return [(flag, True if parameter.kind == "flag" else None) for flag in parameter.flags]
-
-
-def _repeatable(option: Param) -> bool:
-    return option.kind == "texts"
 
 
 def _converted(option: Param, word: str) -> str | int | float | None:

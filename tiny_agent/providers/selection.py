@@ -101,12 +101,19 @@ class _Sources(NamedTuple):
     config: UserConfig | None
     recorded: RoutingTarget | None
 
+    def given(self, value: str | None, flag: str, variable: str) -> tuple[str, str] | None:
+        """The flag's value, else the environment variable's, with which said it; None when neither is set and not blank."""
+        for text, origin in ((value, flag), (self.environ.get(variable), variable)):
+            if text is not None and text.strip():
+                return text.strip(), origin
+        return None
+
     def profile_name(self, table: Mapping[str, Profile]) -> tuple[str, str]:
         requested, environ, config, recorded = self
-        named = _first_given((requested.provider, "--provider"), (environ.get(PROVIDER_ENV), PROVIDER_ENV))
+        named = self.given(requested.provider, "--provider", PROVIDER_ENV)
         if named is not None:
             return _known(named[0], named[1], table), named[1]
-        url_given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
+        url_given = self.given(requested.base_url, "--base-url", BASE_URL_ENV)
         if url_given is not None:
             return CUSTOM, url_given[1]
         if recorded is not None:
@@ -132,8 +139,8 @@ class _Sources(NamedTuple):
         return msgspec.structs.replace(profile, adapters=adapters, **speaking(api))
 
     def base_url(self, profile: Profile) -> tuple[str, str]:
-        requested, environ, config, recorded = self
-        given = _first_given((requested.base_url, "--base-url"), (environ.get(BASE_URL_ENV), BASE_URL_ENV))
+        requested, _, config, recorded = self
+        given = self.given(requested.base_url, "--base-url", BASE_URL_ENV)
         if given is not None:
             return given
         if recorded is not None and recorded.profile == profile.name:
@@ -152,8 +159,8 @@ class _Sources(NamedTuple):
         raise ConfigError(f"provider {profile.name} needs a base URL: pass --base-url or set {BASE_URL_ENV}{example}")
 
     def model(self, profile: Profile) -> str:
-        requested, environ, config, recorded = self
-        given = _first_given((requested.model, "--model"), (environ.get(MODEL_ENV), MODEL_ENV))
+        requested, _, config, recorded = self
+        given = self.given(requested.model, "--model", MODEL_ENV)
         if given is not None:
             return given[0]
         if recorded is not None:
@@ -168,14 +175,6 @@ class _Sources(NamedTuple):
         where = config.source if config is not None else "the config file"
         how = f'pass -m MODEL, set {MODEL_ENV}, or add model = "MODEL" under [providers.{profile.name}] in {where}'
         raise ConfigError(f"no model for {profile.name}: {how}")
-
-
-def _first_given(*candidates: tuple[str | None, str]) -> tuple[str, str] | None:
-    """The first (value, origin) whose value is set and not blank."""
-    for value, origin in candidates:
-        if value is not None and value.strip():
-            return value.strip(), origin
-    return None
 
 
 def _known(name: str, origin: str, table: Mapping[str, Profile]) -> str:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, NoReturn, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, TypeGuard, TypeVar
 
 from tiny_agent.errors import EXIT_INTERNAL, EXIT_OK, CorruptionError, TinyAgentError, os_error
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from tiny_agent.cli.declarations import Stored
     from tiny_agent.fold.fold import Fold
     from tiny_agent.stores.base import Session, Store
+    from tiny_agent.stores.files.store import FileStore
 
 
 class Where:
@@ -70,7 +71,7 @@ class Found(NamedTuple):
     def named(self) -> str:
         """How a command line names this session: its handle in its store, else its journal's path."""
         path = self.session.path
-        return self.handle if path is None or _in_store(self.store, path) else str(path)
+        return self.handle if path is None or in_store(self.store, path) else str(path)
 
     def size(self) -> int:
         try:
@@ -79,7 +80,7 @@ class Found(NamedTuple):
             raise os_error(error, self.name) from None
 
 
-def _in_store(store: Store, path: Path) -> bool:
+def in_store(store: Store, path: Path) -> TypeGuard[FileStore]:
     from tiny_agent.stores.files.store import FileStore
 
     return isinstance(store, FileStore) and path.parent.resolve() == store.directory.resolve()
@@ -91,7 +92,7 @@ def handle_of(store: Store, session_id: str, path: Path | None) -> str:
     from tiny_agent.stores.base import shortest_handles
     from tiny_agent.stores.files.disk import list_journals, session_id_of
 
-    if path is None or _in_store(store, path):
+    if path is None or in_store(store, path):
         return store.handle(session_id)
     try:
         ids = {session_id_of(journal) for journal in list_journals(path.parent)} | {session_id}

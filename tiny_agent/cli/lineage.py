@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiny_agent.cli.basics import Where, corrupt, failures_named, print_json, progress
+from tiny_agent.cli.basics import Where, corrupt, failures_named, in_store, print_json, progress
 from tiny_agent.cli.settings import parse_durability
 from tiny_agent.errors import CorruptionError, UsageError, os_error
 
@@ -81,11 +81,9 @@ def export(args: Export) -> None:
 def _refuse_target(files: Store, target: Path) -> None:
     """An export never overwrites a file, and keeps the session's id: in the sessions directory it would be a second
     journal of one session."""
-    from tiny_agent.stores.files.store import FileStore
-
     if target.exists() or target.is_symlink():
         raise UsageError(f"{target} already exists; export never overwrites a file (remove it, or name another)")
-    if isinstance(files, FileStore) and target.absolute().parent.resolve() == files.directory.absolute().resolve():
+    if in_store(files, target):
         raise UsageError(
             f"{target} is in the sessions directory {files.directory}, where an export (same session id) would be a second "
             "copy of the session; write it elsewhere, or use fork for a new session"

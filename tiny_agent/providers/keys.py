@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from tiny_agent.errors import ConfigError
 from tiny_agent.journal.secrets import Secrets, is_secret_parameter, key_secrets
 
 if TYPE_CHECKING:
@@ -21,12 +20,6 @@ KEY_VARIABLE_SUFFIX: Final = "_API_KEY"
 REDACTED: Final = "redacted"
 _ECHOED_SCHEMES: Final = frozenset(("ftp", "ws", "wss", "file", "unix", "ssh", "git", "socks5", "grpc"))
 """Schemes a message may show: none of them can be a misplaced secret."""
-
-
-def check_base_url(url: str, origin: str) -> None:
-    problem = base_url_problem(url)
-    if problem is not None:
-        raise ConfigError(f"the base URL from {origin} {problem}")
 
 
 def base_url_problem(url: str) -> str | None:

@@ -16,7 +16,7 @@ from tiny_agent.providers.endpoint import Endpoint, RoutingTarget
 from tiny_agent.providers.keys import (
     EXPLICIT_KEY_ENV,
     REDACTED,
-    check_base_url,
+    base_url_problem,
     choose_key,
     key_is_set,
     safe_base_url,
@@ -82,7 +82,9 @@ def select_endpoint(
     name, chosen_by = sources.profile_name(table)
     profile = sources.resolved(table[name])
     base_url, url_origin = sources.base_url(profile)
-    check_base_url(base_url, url_origin)
+    problem = base_url_problem(base_url)
+    if problem is not None:
+        raise ConfigError(f"the base URL from {url_origin} {problem}")
     model = sources.model(profile)
     key = choose_key(profile, base_url, environ)
     endpoint = Endpoint(

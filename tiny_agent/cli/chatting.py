@@ -131,8 +131,7 @@ class _Chat:
 
     def help(self, rest: str) -> None:
         width = max(len(name) for name in self.commands)
-        for name, (_, what) in self.commands.items():
-            sys.stdout.write(f"{name:<{width}}  {what}\n")
+        print_lines(f"{name:<{width}}  {what}" for name, (_, what) in self.commands.items())
 
     def model(self, rest: str) -> None:
         if not rest:
@@ -183,8 +182,7 @@ class _Chat:
         sys.stdout.write(f"usage: {usage_summary(self.writer.state.usage)}\ncost: {cost_text(cost)}\n")
 
     def tools(self, rest: str) -> None:
-        for spec in self.runtime.toolbox.specs():
-            sys.stdout.write(f"{spec.name:<6} {spec.description} (replay: {spec.replay})\n")
+        print_lines(f"{spec.name:<6} {spec.description} (replay: {spec.replay})" for spec in self.runtime.toolbox.specs())
         mode = self.runtime.toolbox.sandbox_mode
         confined = {None: "is not offered (start chat with --allow-bash)", "bubblewrap": "runs inside bubblewrap"}
         sys.stdout.write(f"bash {confined.get(mode, 'runs unconfined')}\n")

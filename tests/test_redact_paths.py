@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from pathlib import Path
 
 import msgspec
@@ -25,6 +26,7 @@ from tiny_agent.journal.secrets import (
     MARKER,
     Secrets,
     collect_secrets,
+    guarded_output,
     key_secrets,
     redact_body,
     redact_text,
@@ -138,6 +140,19 @@ def test_what_an_older_version_journaled_is_redacted_on_the_way_out(capsys, work
         assert MARKER in shown or command == ["audit"]
     assert call(capsys, "view", str(path), "-o", str(page))[0] == 0
     assert KEY not in page.read_text() and MARKER in page.read_text()
+
+
+def test_every_write_method_of_a_guarded_stream_is_redacted(monkeypatch) -> None:
+    """write and writelines, of the text stream and of its bytes buffer: none reaches the terminal unredacted."""
+    text = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    monkeypatch.setattr("sys.stdout", text)
+    with guarded_output(collect_secrets(api_key=KEY)):
+        sys.stdout.write(f"a {KEY}\n")
+        sys.stdout.writelines([f"b {KEY}\n", "c\n"])
+        sys.stdout.buffer.write(f"d {KEY}\n".encode())
+        sys.stdout.buffer.writelines([f"e {KEY}\n".encode()])
+    shown = text.buffer.getvalue().decode()
+    assert PIECE not in shown and shown.count(MARKER) == 4 and "c\n" in shown
 
 
 def test_a_key_in_the_system_prompt_is_not_sent_back_to_a_model(capsys, workspace: Path, monkeypatch) -> None:

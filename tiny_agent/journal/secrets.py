@@ -313,6 +313,11 @@ class _Guarded:
         self._stream.write(redact_text(data)[0] if isinstance(data, str) else redact_bytes(bytes(data))[0])
         return len(data)
 
+    def writelines(self, lines: Iterable[str | bytes]) -> None:
+        # The stream's own writelines would bypass write, and so the redaction.
+        for line in lines:
+            self.write(line)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 

@@ -284,7 +284,6 @@ class _Walk:
         self.instructions: dict[tuple[str, str], InstructionAudit] = {}
         self.git: dict[tuple[str, bool], GitAudit] = {}
         self.latest_attempt_of_operation: dict[str, AttemptAudit] = {}
-        self._line = 0
         self.latest_attempt_of_step: dict[str, AttemptAudit] = {}
         self.mcp: list[str] = []
         self._shared: dict[str, str] = {}
@@ -304,11 +303,10 @@ class _Walk:
         self.unfinished.clear()
 
     def fact(self, fact: Fact, line: int) -> None:
-        self._line = line
         match fact:
             case EntryFact():
                 if isinstance(fact.entry, CompactionEntry):
-                    self._compaction(fact.id, fact.entry)
+                    self._compaction(fact.id, fact.entry, line)
                 else:
                     self.messages += 1
                 self._entry(fact.entry)
@@ -368,7 +366,7 @@ class _Walk:
             self.compactions[-1].tokensAfter, self.compactions[-1].afterCounted = usage.prompt_total, True
         self.counted = (usage.prompt_total + usage.output, self.context.chars)
 
-    def _compaction(self, entry_id: str, entry: CompactionEntry) -> None:
+    def _compaction(self, entry_id: str, entry: CompactionEntry, line: int) -> None:
         before = self.context
         kept = [item.message for item in entry.retainedTail]
         tokens, counted = before.chars // CHARS_PER_TOKEN, self.counted is not None
@@ -378,7 +376,7 @@ class _Walk:
         item = CompactionAudit(
             entryId=entry_id,
             operationId=entry.operationId,
-            line=self._line,
+            line=line,
             summaryChars=len(entry.summary),
             compactedThroughEntryId=entry.compactedThroughEntryId,
             messagesBefore=before.length,

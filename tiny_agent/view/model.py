@@ -234,7 +234,7 @@ def build_view_of(
     header = next(msgspec.json.decode(line, type=HeaderLine) for _, line in lines_of(store.chunks(session)))
     walk = _Walk(report, prices, full=max(0, full), rows=max(full, rows))
     for _, transaction in facts_of(store.chunks(session)):
-        if not walk.transaction(transaction):
+        if not all(walk.fact(fact) for fact in transaction):
             break
     walk.finish()
     attempts = walk.attempt_views
@@ -279,11 +279,8 @@ class _Walk:
     def in_full(self, number: int) -> bool:
         return number <= self.full or number > self.total - self.full
 
-    def transaction(self, transaction: list[Fact]) -> bool:
-        """Apply one line's facts; False when the journal has grown past what the audit saw."""
-        return all(self.fact(fact) for fact in transaction)
-
     def fact(self, fact: Fact) -> bool:
+        """Apply one fact; False when the journal has grown past what the audit saw."""
         match fact:
             case EntryFact():
                 self._entry(fact.entry, fact.timestamp)

@@ -273,11 +273,9 @@ class _Walk:
         self.run_count = 0
         self.compaction_count = 0
 
-    def in_rows(self, number: int) -> bool:
-        return number <= self.rows or number > self.total - self.rows
-
-    def in_full(self, number: int) -> bool:
-        return number <= self.full or number > self.total - self.full
+    def at_ends(self, number: int, count: int) -> bool:
+        """Whether attempt ``number`` is among the first or the last ``count`` of the session."""
+        return number <= count or number > self.total - count
 
     def fact(self, fact: Fact) -> bool:
         """Apply one fact; False when the journal has grown past what the audit saw."""
@@ -325,7 +323,7 @@ class _Walk:
         attempt.ended = at
         message = entry.message
         if message.content or not message.calls:
-            limit = DETAIL_CHARS if self.in_full(attempt.number) else PREVIEW_CHARS
+            limit = DETAIL_CHARS if attempt.detail is not None else PREVIEW_CHARS
             attempt.answer = clip(message.content or "(empty answer)", limit)
         attempt.calls = [call.function.name for call in message.calls]
         if attempt.detail is not None:
@@ -353,7 +351,7 @@ class _Walk:
         operation = self.current
         if operation is None or not operation.steps or not operation.steps[-1].attempts:
             return PREVIEW_CHARS
-        return DETAIL_CHARS if self.in_full(operation.steps[-1].attempts[-1].number) else PREVIEW_CHARS
+        return DETAIL_CHARS if operation.steps[-1].attempts[-1].detail is not None else PREVIEW_CHARS
 
     # -- records ---------------------------------------------------------------------
 
@@ -411,7 +409,7 @@ class _Walk:
             audit=audited,
             cost=attempt_cost(audited, self.prices),
         )
-        if self.in_full(audited.number):
+        if self.at_ends(audited.number, self.full):
             attempt.detail = AttemptDetail(raw=None)
         step.attempts.append(attempt)
         self.attempts[record.attemptId] = attempt
@@ -466,7 +464,7 @@ class _Walk:
         """Fold the operation when it lies outside the rows."""
         numbers = [attempt.number for step in operation.steps for attempt in step.attempts]
         position = numbers[0] if numbers else max(1, len(self.attempt_views))
-        keep = any(self.in_rows(number) for number in numbers) or (not numbers and self.in_rows(position))
+        keep = any(self.at_ends(number, self.rows) for number in numbers) or (not numbers and self.at_ends(position, self.rows))
         if not keep:
             operation.folded = True
             operation.steps = []

@@ -17,6 +17,7 @@ import msgspec
 
 from tiny_agent.errors import CorruptionError, NotFound, TinyAgentError, UsageError
 from tiny_agent.fold.contract import is_blank
+from tiny_agent.fold.core import kind_of as operation_kind
 from tiny_agent.fold.fold import Fold
 from tiny_agent.fold.spilled import spill
 from tiny_agent.journal.facts import HeaderLine, SealFact, encode_header
@@ -302,11 +303,9 @@ def scan_prefix(lines: Lines, through: int) -> PrefixScan:
 
 def _open_operation(fold: Fold) -> str | None:
     operation = fold.state.operation
-    if type(operation) is RunOperation:
-        return f"run {operation.operationId}"
-    if type(operation) is CompactionOperation:
-        return f"compaction {operation.operationId}"
-    return None
+    if type(operation) is not RunOperation and type(operation) is not CompactionOperation:
+        return None
+    return f"{operation_kind(operation)} {operation.operationId}"
 
 
 def inside_operation(point: ForkPoint, scan: PrefixScan) -> str:

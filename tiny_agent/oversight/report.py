@@ -64,10 +64,6 @@ class Row(msgspec.Struct):
         return Cost(self.pricedCost, (self.unpriced,) if self.unpriced else (), tuple(self.costFrom))
 
     @property
-    def usage(self) -> Usage:
-        return Usage(input=self.input, output=self.output, cacheRead=self.cacheRead, cacheWrite=self.cacheWrite)
-
-    @property
     def tokens(self) -> int:
         return self.input + self.output + self.cacheRead + self.cacheWrite
 
@@ -179,7 +175,7 @@ class _Group:
     def finish(self) -> Row:
         row = self.row
         row.sessions = len(self.sessions)
-        row.cacheHitRate = row.usage.cache_hit_rate
+        row.cacheHitRate = Usage(input=row.input, cacheRead=row.cacheRead, cacheWrite=row.cacheWrite).cache_hit_rate
         row.pricedCost = self.cost.amount
         row.cost = self.cost.amount if self.cost.known else None
         row.unpriced = unpriced(self.cost)

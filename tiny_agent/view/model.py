@@ -441,9 +441,8 @@ class _Walk:
             return
         attempt.responded = fact.timestamp
         if attempt.detail is not None:
-            audited = self.audits[fact.attemptId]
-            api = audited.response.api if audited.response is not None else "chat"
-            attempt.detail.raw = raw_view(fact.raw, api)
+            response = attempt.audit.response
+            attempt.detail.raw = raw_view(fact.raw, response.api if response is not None else "chat")
 
     def _finish(self, record: OperationFinished, at: int) -> None:
         operation = self.current

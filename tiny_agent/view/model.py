@@ -26,6 +26,7 @@ from tiny_agent.journal.facts import (
     HeaderLine,
     McpFact,
     OperationFinished,
+    OperationKind,
     PreExecutionResultEntry,
     RawFact,
     RawResponse,
@@ -62,7 +63,6 @@ DETAIL_CHARS: Final = 16_384
 STREAM_CHARS: Final = 16_384
 """How much of an event stream's own text a panel keeps (the reassembled body is shown as JSON)."""
 
-OperationKind = Literal["run", "compaction"]
 OperationOutcome = Literal["completed", "failed", "aborted", "open"]
 RawKind = Literal["json", "stream", "text", "binary"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar, Final, Literal, get_args
 
 CORRUPTION_LABEL: Final = "<CODE>"
@@ -180,13 +181,14 @@ class CorruptionError(TinyAgentError):
         return error
 
 
+_LABELLED_ERRNOS: Final[dict[int | None, type[TinyAgentError]]] = {
+    errno.ENOENT: NotFound, errno.ENOTDIR: NotFound, errno.EACCES: PermissionDenied, errno.EPERM: PermissionDenied
+}
+"""The OSErrors with a label of their own; any other is a StorageError."""
+
+
 def os_error(error: OSError, what: str) -> TinyAgentError:
     """The labelled error for an OSError met while touching ``what`` (a path): never "a bug"."""
-    import errno
-
     if error.errno == errno.EISDIR:
         return NotFound(f"{what}: is a directory, not a file")
-    labelled: dict[int | None, type[TinyAgentError]] = {
-        errno.ENOENT: NotFound, errno.ENOTDIR: NotFound, errno.EACCES: PermissionDenied, errno.EPERM: PermissionDenied
-    }
-    return labelled.get(error.errno, StorageError)(f"{what}: {error.strerror or str(error)}")
+    return _LABELLED_ERRNOS.get(error.errno, StorageError)(f"{what}: {error.strerror or str(error)}")

@@ -118,7 +118,10 @@ def failed_summary(session: str, status: Status, error: CorruptionError | str, h
     """A journal that cannot be listed from its state: ``corrupt`` (with its header when that is intact) or ``unreadable``."""
     if header is None:
         return Summary(session=session, created=None, model=None, status=status, error=str(error))
-    return Summary(header.id, header.createdAt, header.model, status, header.cwd, header.provider, error=str(error))
+    return Summary(
+        session=header.id, created=header.createdAt, model=header.model, status=status, cwd=header.cwd,
+        provider=header.provider, error=str(error),
+    )
 
 
 def _status_of(state: SessionState) -> Status:

@@ -156,14 +156,15 @@ class WireApi(msgspec.Struct, frozen=True):
             if usage_problem is not None:
                 raise Reject(usage_problem)
         except Reject as rejection:
-            return self.rejected(self.explained(rejection.reason, body), body)
+            return self.rejected(self.explained(rejection.reason, body), body, derivation)
         dropped = self.seam.dropped_paths(body, derivation)
         hosted = self.seam.activity(body)
         return Accepted(message, stop_reason, derivation.usage, derivation, dropped, **self._metadata(body), hosted=hosted)
 
-    def rejected(self, reason: str, body: Any = None) -> Rejected:
-        """A rejection that still ledgers the usage ``body`` (what had arrived) reports."""
-        derivation, _ = self.read_usage(body)
+    def rejected(self, reason: str, body: Any = None, derivation: UsageDerivation | None = None) -> Rejected:
+        """A rejection that still ledgers the usage ``body`` (what had arrived) reports (``derivation``: already read)."""
+        if derivation is None:
+            derivation, _ = self.read_usage(body)
         return Rejected(reason=reason, usage=derivation.usage, derivation=derivation, **self._metadata(body))
 
     def _metadata(self, body: Any) -> dict[str, Any]:

@@ -183,7 +183,10 @@ class PgStore(Database):
             if state.repairedLength >= length:
                 return summary_of(state)
             problem = f"TRUNCATED: its rows hold {state.repairedLength} bytes but its index row says {length}: lines were cut off"
-        return Summary(indexed.session, indexed.created, indexed.model, "corrupt", indexed.cwd, indexed.provider, error=problem)
+        return Summary(
+            session=indexed.session, created=indexed.created, model=indexed.model, status="corrupt", cwd=indexed.cwd,
+            provider=indexed.provider, error=problem,
+        )
 
     def _lock_parts(self, session_id: str) -> tuple[int, int]:
         return pgschema.lock_parts(pgschema.lock_key(self.schema, session_id))

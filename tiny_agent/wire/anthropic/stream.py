@@ -128,22 +128,7 @@ class _Reassembler:
     def _block_delta(self, value: dict[str, Any], where: str) -> None:
         block = self._open_block(value, where)
         delta = require_object(value.get("delta", MISSING), f"{where}.delta")
-        kept: Any = DROPPED
-        # The seam rejects a block it does not know; its deltas need no reading.
-        if block.kind != "other":
-            delta_type = delta.get("type", MISSING)
-            if type(delta_type) is not str or (delta_type not in _CARRIED_DELTAS and delta_type not in _UNCARRIED_DELTAS):
-                raise Reject(f"{where}.delta.type is {describe(delta_type)}, not a delta the seam knows")
-            belongs = _CARRIED_DELTAS.get(delta_type) or _UNCARRIED_DELTAS[delta_type]
-            if belongs != block.kind:
-                raise Reject(
-                    f"{where}: {delta_type} for content block {value['index']}, which is a {short(block.start.get('type'))} block"
-                )
-            if delta_type in _CARRIED_DELTAS:
-                member = "text" if delta_type == "text_delta" else "partial_json"
-                block.pieces.append(require_string(delta, member, f"{where}.delta"))
-                kept = {"type": None, member: None}
-        self._carried(value, {"type": None, "index": None, "delta": kept}, where)
+        self._carried(value, {"type": None, "index": None, "delta": _kept_delta(block, delta, value, where)}, where)
 
     def _open_block(self, value: dict[str, Any], where: str) -> _OpenBlock:
         index = value.get("index", MISSING)
@@ -189,3 +174,21 @@ def _merged_usage(start: Any, delta: dict[str, Any]) -> dict[str, Any]:
 
 def reassemble_anthropic_stream(stream: bytes | str) -> Reassembly:
     return reassemble_with(_Reassembler(), stream)
+
+
+def _kept_delta(block: _OpenBlock, delta: dict[str, Any], value: dict[str, Any], where: str) -> Any:
+    """What of a content block's ``delta`` is carried (its text or JSON piece, appended to ``block``), else DROPPED."""
+    if block.kind == "other":
+        return DROPPED  # the seam rejects a block it does not know; its deltas need no reading
+    delta_type = delta.get("type", MISSING)
+    if type(delta_type) is not str or (delta_type not in _CARRIED_DELTAS and delta_type not in _UNCARRIED_DELTAS):
+        raise Reject(f"{where}.delta.type is {describe(delta_type)}, not a delta the seam knows")
+    belongs = _CARRIED_DELTAS.get(delta_type) or _UNCARRIED_DELTAS[delta_type]
+    if belongs != block.kind:
+        started = short(block.start.get("type"))
+        raise Reject(f"{where}: {delta_type} for content block {value['index']}, which is a {started} block")
+    if delta_type not in _CARRIED_DELTAS:
+        return DROPPED
+    member = "text" if delta_type == "text_delta" else "partial_json"
+    block.pieces.append(require_string(delta, member, f"{where}.delta"))
+    return {"type": None, member: None}
